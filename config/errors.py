@@ -1,0 +1,94 @@
+"""The one error tree of knowledge.
+
+Every library error is translated into one of these at the boundary where it happens, and the CLI
+turns any of them into a one-line message and the exit code carried by the class.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_BUSY = 75
+
+
+class KnowledgeError(Exception):
+    """Root of every error knowledge raises on purpose."""
+
+    exit_code: int = EXIT_FAILURE
+
+
+class ConfigError(KnowledgeError):
+    """The configuration file or environment is invalid; the message names the key and the fix."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(KnowledgeError):
+    """A command was called with arguments it cannot act on."""
+
+    exit_code = EXIT_USAGE
+
+
+class StoreError(KnowledgeError):
+    """The SQLite store cannot be opened, read or written."""
+
+
+class IndexNotBuilt(StoreError):
+    """No index exists yet at the store location."""
+
+
+class StoreFormatError(StoreError):
+    """The store file was written by another format version of knowledge."""
+
+
+class UnsafePathError(StoreError):
+    """A store path is a symlink or has unsafe permissions."""
+
+
+class StoreBusy(StoreError):
+    """Another process holds the store's write lock."""
+
+    exit_code = EXIT_BUSY
+
+
+class RunInProgress(KnowledgeError):
+    """Another index run is in progress for the same store."""
+
+    exit_code = EXIT_BUSY
+
+
+class PipelineError(KnowledgeError):
+    """A step of the indexing pipeline failed."""
+
+
+class FileSkipped(PipelineError):
+    """A file is not eligible (binary, not UTF-8, too large); recorded as skipped, not failed."""
+
+
+class EmbeddingError(PipelineError):
+    """The embeddings server could not produce vectors."""
+
+
+class EmbeddingUnavailable(EmbeddingError):
+    """Transient: the embeddings server is unreachable, timed out, throttled or erred (5xx)."""
+
+
+class EmbeddingRejected(EmbeddingError):
+    """Permanent: the embeddings server refused the input or answered with a malformed body."""
+
+
+class VectorIdentityMismatch(EmbeddingError):
+    """The index was built with another model, dimension or prefix; `--reindex` is the way out."""
+
+    exit_code = EXIT_FAILURE
+
+
+class BrokerError(KnowledgeError):
+    """The message broker (Redis) is unreachable or failed mid-run."""
+
+
+class QueryError(KnowledgeError):
+    """A query cannot be answered as written; the message says what to write instead."""
+
+    exit_code = EXIT_USAGE

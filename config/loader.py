@@ -1,0 +1,206 @@
+"""Build Settings from knowledge.yaml and KNOWLEDGE_* environment variables.
+
+This is the only module that reads os.environ for configuration. Every error names the key, its
+position in the file (`knowledge.yaml:4:3`) and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from config.errors import ConfigError
+from config.settings import Settings
+
+ENV_CONFIG = "KNOWLEDGE_CONFIG"
+ENV_STORE_DIR = "KNOWLEDGE_STORE_DIR"
+ENV_BROKER_URL = "KNOWLEDGE_BROKER_URL"
+ENV_NAME = "KNOWLEDGE_NAME"
+DEFAULT_FILE = "knowledge.yaml"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
+
+
+def find_config(explicit: str | None, environ: Mapping[str, str]) -> Path | None:
+    """The config file to read: --config, then $KNOWLEDGE_CONFIG, then ./knowledge.yaml if present."""
+    chosen = explicit or environ.get(ENV_CONFIG)
+    if chosen:
+        path = Path(chosen)
+        if not path.is_file():
+            raise ConfigError(f"config file {chosen} does not exist; fix --config or ${ENV_CONFIG}")
+        return path
+    default = Path(DEFAULT_FILE)
+    return default if default.is_file() else None
+
+
+def load_settings(
+    config: str | None = None,
+    store_dir: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read the config file (if any), apply environment overrides, validate; raise ConfigError."""
+    env = os.environ if environ is None else environ
+    path = find_config(config, env)
+    values: dict[str, Any] = {}
+    if path is not None:
+        values = _parse_file(path)
+    if env.get(ENV_NAME):
+        values["name"] = env[ENV_NAME]
+    if env.get(ENV_BROKER_URL):
+        values["broker"] = {"url": env[ENV_BROKER_URL]}
+    base = store_dir or env.get(ENV_STORE_DIR)
+    values["store_base"] = Path(base).resolve() if base else Path.cwd()
+    values["config_path"] = path
+    settings = Settings(**values)
+    _check_semantics(settings, path)
+    return settings
+
+
+def settings_from_mapping(data: Mapping[str, Any], **extra: Any) -> Settings:
+    """Build Settings from an in-memory `knowledge:` block (tests and programmatic callers)."""
+    text = yaml.safe_dump({"knowledge": dict(data)})
+    node = yaml.compose(text)
+    values = _convert_block(node, "<mapping>")
+    values.update(extra)
+    settings = Settings(**values)
+    _check_semantics(settings, None)
+    return settings
+
+
+def _parse_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if node is None:
+        return {}
+    return _convert_block(node, str(path))
+
+
+def _convert_block(node: yaml.Node, source: str) -> dict[str, Any]:
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(f"{_where(source, node)}: the file must be a mapping with a `knowledge:` block")
+    block = None
+    for key_node, value_node in node.value:
+        if key_node.value != "knowledge":
+            raise ConfigError(
+                f"{_where(source, key_node)}: unknown top-level key {key_node.value!r}; "
+                "settings live under `knowledge:`"
+            )
+        block = value_node
+    if block is None or (isinstance(block, yaml.ScalarNode) and block.value in ("", "null", "~")):
+        return {}
+    return _convert_dataclass(Settings, block, "knowledge", source, top=True)
+
+
+_INTERNAL = {"store_base", "config_path"}
+
+
+def _convert_dataclass(cls: type, node: yaml.Node, key: str, source: str, top: bool = False) -> Any:
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(f"{_where(source, node)}: {key} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _INTERNAL}
+    values: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        name = key_node.value
+        if name not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{_where(source, key_node)}: unknown key {key}.{name} (known: {known})")
+        values[name] = _convert(hints[name], value_node, f"{key}.{name}", source)
+    if top:
+        return values
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+    ]
+    if missing:
+        raise ConfigError(f"{_where(source, node)}: {key} needs {', '.join(key + '.' + m for m in missing)}")
+    return cls(**values)
+
+
+def _convert(hint: Any, node: yaml.Node, key: str, source: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
+            return None
+        return _convert(args[0], node, key, source)
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        if not isinstance(node, yaml.SequenceNode):
+            raise ConfigError(f"{_where(source, node)}: {key} must be a list")
+        return tuple(_convert(item, child, f"{key}[{i}]", source) for i, child in enumerate(node.value))
+    if dataclasses.is_dataclass(hint):
+        return _convert_dataclass(hint, node, key, source)
+    if not isinstance(node, yaml.ScalarNode):
+        raise ConfigError(f"{_where(source, node)}: {key} must be a single value, not a list or mapping")
+    return _scalar(hint, node, key, source)
+
+
+def _scalar(hint: Any, node: yaml.ScalarNode, key: str, source: str) -> Any:
+    raw = node.value
+    tag = node.tag.rsplit(":", 1)[-1]
+    if hint is str:
+        if tag in ("null",) and raw in ("", "~", "null"):
+            return ""
+        if tag not in ("str", "int", "float"):
+            raise ConfigError(f"{_where(source, node)}: {key} must be text, got {raw!r}")
+        return raw
+    if hint is bool:
+        if tag != "bool":
+            raise ConfigError(f"{_where(source, node)}: {key} must be true or false, got {raw!r}")
+        return raw.lower() in ("true", "yes", "on")
+    if hint is int:
+        if tag != "int":
+            raise ConfigError(f"{_where(source, node)}: {key} must be a whole number, got {raw!r}")
+        return int(raw)
+    if hint is float:
+        match = _DURATION.match(raw)
+        if tag not in ("int", "float", "str") or match is None:
+            raise ConfigError(f"{_where(source, node)}: {key} must be a number of seconds like 30 or 30s, got {raw!r}")
+        scale = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[match.group(2)]
+        return float(match.group(1)) * scale
+    raise ConfigError(f"{_where(source, node)}: {key} has an unsupported type")  # pragma: no cover
+
+
+def _where(source: str, node: yaml.Node) -> str:
+    mark = node.start_mark
+    return f"{source}:{mark.line + 1}:{mark.column + 1}"
+
+
+def _check_semantics(settings: Settings, path: Path | None) -> None:
+    where = str(path) if path else "settings"
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", settings.name) or settings.name in (".", ".."):
+        raise ConfigError(f"{where}: knowledge.name {settings.name!r} must be letters, digits, '.', '_' or '-'")
+    if not 1 <= settings.top_k <= 20:
+        raise ConfigError(f"{where}: knowledge.top_k must be between 1 and 20, got {settings.top_k}")
+    if settings.max_injected_tokens < 1:
+        raise ConfigError(f"{where}: knowledge.max_injected_tokens must be at least 1")
+    if settings.workers < 1 or settings.batch_files < 1:
+        raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
+    if settings.broker is not None and not settings.broker.url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"{where}: knowledge.broker.url must look like redis://host:port/db, got {settings.broker.url!r}")
+    emb = settings.embeddings
+    if emb is not None:
+        if not emb.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}: knowledge.embeddings.base_url must start with http:// or https://")
+        if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0:
+            raise ConfigError(
+                f"{where}: knowledge.embeddings batch_size (1-2048), concurrency (>=1) and timeout (>0) are out of range"
+            )

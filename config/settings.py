@@ -1,0 +1,121 @@
+"""Typed, frozen settings: one dataclass per section of the `knowledge:` block.
+
+Each field's metadata carries its help text; docs/configuration.md documents every one and a test
+keeps the two in step. Only config/loader.py builds these from YAML and the environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_TOP_K = 20
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class EmbeddingsSettings:
+    """The OpenAI-compatible embeddings server that turns on the vector tier."""
+
+    base_url: str = field(metadata=_help("Base URL; knowledge POSTs to <base_url>/embeddings."))
+    model: str = field(metadata=_help("Model name sent with every request and pinned in the index."))
+    api_key_env: str | None = field(
+        default=None, metadata=_help("Name of the environment variable holding the API key.")
+    )
+    timeout: float = field(default=30.0, metadata=_help("Request timeout in seconds (`30s` works too)."))
+    query_prefix: str = field(default="", metadata=_help("Text prepended to every query before embedding."))
+    document_prefix: str = field(
+        default="", metadata=_help("Text prepended to every chunk; `{title}` becomes its breadcrumb.")
+    )
+    batch_size: int = field(default=64, metadata=_help("Inputs per embeddings request."))
+    concurrency: int = field(default=2, metadata=_help("Embedding requests in flight at once."))
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """The Redis broker of the distributed deployment; absent means the embedded default."""
+
+    url: str = field(metadata=_help("redis://host:port/db of the broker."))
+
+
+@dataclass(frozen=True)
+class CitationSettings:
+    """One citation rule as written in the file (validated by config.citations)."""
+
+    pattern: str = field(metadata=_help("Regular expression matched against the stored path."))
+    replace: str = field(metadata=_help("Replacement with $1, $name, ${name}, $$ and ordinal/heading/anchor."))
+
+
+@dataclass(frozen=True)
+class McpExposure:
+    """What `knowledge mcp` and `knowledge serve` may serve, and where."""
+
+    builtins: tuple[str, ...] = field(
+        default=(), metadata=_help("Agent tools to serve: knowledge_search, knowledge_enumerate.")
+    )
+    host: str = field(default="127.0.0.1", metadata=_help("Address `knowledge serve` binds."))
+    port: int = field(default=8080, metadata=_help("Port `knowledge serve` binds."))
+    token_env: str | None = field(
+        default=None, metadata=_help("Environment variable holding a bearer token the server requires.")
+    )
+    allowed_hosts: tuple[str, ...] = field(
+        default=(), metadata=_help("Extra Host header values accepted besides loopback names.")
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default=(), metadata=_help("Origins accepted from browsers; none by default.")
+    )
+
+
+@dataclass(frozen=True)
+class ExposeSettings:
+    """Serving configuration."""
+
+    mcp: McpExposure = field(default_factory=McpExposure, metadata=_help("MCP and HTTP serving."))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The whole `knowledge:` block, with the store location resolved."""
+
+    name: str = field(default="default", metadata=_help("Index name; the store is knowledge/<name>."))
+    paths: tuple[str, ...] = field(default=(), metadata=_help("Roots `knowledge index` walks."))
+    directory: str = field(default="", metadata=_help("Store directory; absolute is used as is."))
+    top_k: int = field(default=5, metadata=_help("Results returned by search (at most 20)."))
+    max_injected_tokens: int = field(
+        default=6000, metadata=_help("Tool text budget in tokens (x4 characters).")
+    )
+    workers: int = field(default=2, metadata=_help("Ingest worker threads of the embedded default."))
+    batch_files: int = field(default=32, metadata=_help("Files carried by one ingest message."))
+    broker: BrokerSettings | None = field(default=None, metadata=_help("Redis broker; absent = embedded."))
+    embeddings: EmbeddingsSettings | None = field(
+        default=None, metadata=_help("Embeddings server; absent = lexical only.")
+    )
+    citations: tuple[CitationSettings, ...] = field(
+        default=(), metadata=_help("Rules rewriting citation paths, first match wins.")
+    )
+    expose: ExposeSettings = field(default_factory=ExposeSettings, metadata=_help("Serving."))
+    store_base: Path = field(default_factory=Path.cwd, metadata=_help("Base of relative store dirs."))
+    config_path: Path | None = field(default=None, metadata=_help("The file these came from."))
+
+    @property
+    def store_dir(self) -> Path:
+        """The directory holding knowledge.db."""
+        if self.directory and Path(self.directory).is_absolute():
+            return Path(self.directory)
+        rel = self.directory or f"knowledge/{self.name}"
+        return self.store_base / rel
+
+    @property
+    def db_path(self) -> Path:
+        """The store's SQLite file."""
+        return self.store_dir / "knowledge.db"
+
+    @property
+    def store_key(self) -> str:
+        """A short stable id of this store, used to namespace broker queues and ledger keys."""
+        digest = hashlib.sha256(str(self.store_dir.resolve()).encode()).hexdigest()
+        return f"{self.name}-{digest[:12]}"
