@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from config.citations import compile_rules
 from config.errors import ConfigError
 from config.settings import Settings
 
@@ -186,6 +187,7 @@ def _where(source: str, node: yaml.Node) -> str:
 
 def _check_semantics(settings: Settings, path: Path | None) -> None:
     where = str(path) if path else "settings"
+    compile_rules(settings.citations, where)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", settings.name) or settings.name in (".", ".."):
         raise ConfigError(f"{where}: knowledge.name {settings.name!r} must be letters, digits, '.', '_' or '-'")
     if not 1 <= settings.top_k <= 20:
