@@ -1,0 +1,166 @@
+"""Split a markdown or text document into cited sections.
+
+Rules (the fisk reference, with its two bugs fixed): CRLF is normalised; an ATX heading (1-6 `#`
+followed by a space or the end of the line) flushes the section and updates the breadcrumb stack,
+joined by " > "; a fenced code block is collected whole and never split; paragraphs are packed
+toward TARGET bytes; a paragraph over HARD_LIMIT bytes is hard-split near TARGET bytes, never
+through a multi-byte character. The document title is the first heading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from pipeline.models import Chunk
+
+TARGET = 1200
+HARD_LIMIT = 1500
+BREADCRUMB_SEP = " > "
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CJK = re.compile(
+    "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3131-\u318f\u31a0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]+"
+)
+
+
+@dataclass(frozen=True)
+class ChunkedText:
+    """The chunks of one document and its title (first heading, if any)."""
+
+    title: str | None
+    chunks: list[Chunk]
+
+
+def text_hash(heading_path: str, body: str) -> str:
+    """Identity of a chunk's text: equal hashes mean an embedding can be reused."""
+    return hashlib.sha256(f"{heading_path}\x00{body}".encode()).hexdigest()[:32]
+
+
+def cjk_runs(text: str) -> str:
+    """The runs of Chinese, Japanese and Korean characters in text, space-joined."""
+    return " ".join(_CJK.findall(text))
+
+
+def parse_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) when line is an ATX heading, else None (`#include` is text)."""
+    match = _HEADING.match(line)
+    if match is None:
+        return None
+    text = match.group(2) or ""
+    text = _CLOSING_HASHES.sub("", text).strip() if text else ""
+    return len(match.group(1)), text
+
+
+def _blocks(lines: list[str]) -> list[tuple[str, object]]:
+    """Group lines into ('heading', (level, text)), ('fence', text) and ('para', text) blocks."""
+    out: list[tuple[str, object]] = []
+    para: list[str] = []
+
+    def flush() -> None:
+        if para:
+            out.append(("para", "\n".join(para)))
+            para.clear()
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = _FENCE.match(line)
+        if fence:
+            flush()
+            marker = fence.group(1)
+            closing = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$")
+            block = [line]
+            i += 1
+            while i < len(lines):
+                block.append(lines[i])
+                i += 1
+                if closing.match(block[-1]):
+                    break
+            out.append(("fence", "\n".join(block)))
+            continue
+        heading = parse_heading(line)
+        if heading is not None:
+            flush()
+            out.append(("heading", heading))
+        elif line.strip() == "":
+            flush()
+        else:
+            para.append(line)
+        i += 1
+    flush()
+    return out
+
+
+def split_utf8(text: str, limit: int = TARGET) -> list[str]:
+    """Split text into pieces of at most `limit` UTF-8 bytes (a single wider character excepted).
+
+    Prefers the last whitespace in the second half of the window; never cuts a character.
+    """
+    pieces: list[str] = []
+    rest = text
+    while len(rest.encode()) > limit:
+        encoded = rest.encode()
+        cut = limit
+        while cut > 0 and (encoded[cut] & 0xC0) == 0x80:
+            cut -= 1
+        head = encoded[:cut].decode()
+        space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+        if space >= len(head) // 2:
+            head = head[: space + 1]
+        if not head:
+            head = rest[0]
+        pieces.append(head)
+        rest = rest[len(head):]
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
+def chunk_text(text: str) -> ChunkedText:
+    """Chunk a document's text into sections under the rules in the module docstring."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    stack: list[tuple[int, str]] = []
+    title: str | None = None
+    pieces: list[tuple[str, str]] = []
+    current: list[str] = []
+    size = 0
+
+    def breadcrumb() -> str:
+        return BREADCRUMB_SEP.join(t for _, t in stack if t)
+
+    def flush() -> None:
+        nonlocal size
+        if current:
+            pieces.append((breadcrumb(), "\n\n".join(current)))
+            current.clear()
+        size = 0
+
+    for kind, value in _blocks(text.split("\n")):
+        if kind == "heading":
+            flush()
+            level, heading = value  # type: ignore[misc]
+            if title is None and heading:
+                title = heading
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, heading))
+            continue
+        block = str(value)
+        parts = [block] if kind == "fence" or len(block.encode()) <= HARD_LIMIT else split_utf8(block)
+        for part in parts:
+            width = len(part.encode())
+            if current and size + 2 + width > TARGET:
+                flush()
+            current.append(part)
+            size += width + (2 if size else 0)
+    flush()
+    chunks = [
+        Chunk(ordinal=i, heading_path=crumb, body=body, text_hash=text_hash(crumb, body), cjk=cjk_runs(f"{crumb}\n{body}"))
+        for i, (crumb, body) in enumerate(pieces)
+    ]
+    return ChunkedText(title=title, chunks=chunks)

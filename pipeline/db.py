@@ -1,0 +1,116 @@
+"""The one door to SQLite: the binding import, file safety, and connection setup.
+
+The interpreter's stdlib sqlite3 cannot load extensions, so knowledge uses pysqlite3 (a current
+SQLite with FTS5) and loads sqlite-vec into every connection. Writers get one connection in WAL
+mode; readers open the file read-only. The store directory is 0700, the file and its -wal/-shm
+sidecars 0600, and a symlink at any of them is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pysqlite3.dbapi2 as sqlite
+import sqlite_vec
+
+from config.errors import IndexNotBuilt, StoreError, UnsafePathError
+
+Connection = sqlite.Connection
+DatabaseError = sqlite.DatabaseError
+OperationalError = sqlite.OperationalError
+Row = sqlite.Row
+
+SIDECARS = ("-wal", "-shm")
+BUSY_TIMEOUT_MS = 10_000
+
+
+def refuse_symlink(path: Path) -> None:
+    """Raise UnsafePathError if path exists as a symlink."""
+    if path.is_symlink():
+        raise UnsafePathError(f"{path} is a symlink; knowledge refuses to follow it (remove the link)")
+
+
+def ensure_store_dir(directory: Path) -> None:
+    """Create the store directory 0700 (parents as needed); refuse a symlink there."""
+    refuse_symlink(directory)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    refuse_symlink(directory)
+    os.chmod(directory, 0o700)
+
+
+def _create_file_0600(path: Path) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        raise UnsafePathError(f"cannot create {path} safely: {exc.strerror}") from exc
+    os.close(fd)
+
+
+def assert_modes(db_path: Path) -> None:
+    """Refuse symlinks at the file and its sidecars and re-assert mode 0600 on each."""
+    for candidate in (db_path, *(Path(f"{db_path}{s}") for s in SIDECARS)):
+        refuse_symlink(candidate)
+        if candidate.exists():
+            mode = stat.S_IMODE(candidate.stat().st_mode)
+            if mode != 0o600:
+                os.chmod(candidate, 0o600)
+
+
+def _load_extensions(conn: Any) -> None:
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+
+
+def open_writer(db_path: Path) -> Any:
+    """Open (creating if needed) the store for writing: one connection, WAL, foreign keys on."""
+    ensure_store_dir(db_path.parent)
+    for candidate in (db_path, *(Path(f"{db_path}{s}") for s in SIDECARS)):
+        refuse_symlink(candidate)
+        if not candidate.exists():
+            _create_file_0600(candidate)
+    try:
+        conn = sqlite.connect(str(db_path), isolation_level=None, check_same_thread=False)
+        _load_extensions(conn)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite.DatabaseError as exc:
+        raise StoreError(f"cannot open {db_path} for writing: {exc}") from exc
+    assert_modes(db_path)
+    return conn
+
+
+def open_reader(db_path: Path) -> Any:
+    """Open the store read-only; raise IndexNotBuilt when there is no file yet."""
+    refuse_symlink(db_path.parent)
+    refuse_symlink(db_path)
+    if not db_path.is_file():
+        raise IndexNotBuilt(f"no index at {db_path}; run `knowledge index` first")
+    for side in SIDECARS:
+        refuse_symlink(Path(f"{db_path}{side}"))
+    try:
+        conn = sqlite.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+        _load_extensions(conn)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only = ON")
+    except sqlite.DatabaseError as exc:
+        raise StoreError(f"cannot open {db_path} for reading: {exc}") from exc
+    return conn
+
+
+def memory_connection() -> Any:
+    """A scratch in-memory database with the same extensions (stems, tests)."""
+    conn = sqlite.connect(":memory:", isolation_level=None, check_same_thread=False)
+    _load_extensions(conn)
+    return conn
+
+
+def sqlite_version() -> str:
+    """The SQLite library version in use."""
+    return str(sqlite.sqlite_version)

@@ -1,0 +1,61 @@
+"""The store's cross-process advisory write lock (a non-blocking exclusive flock).
+
+Held for a writer's whole lifetime; the kernel releases it if the process dies, so a crash never
+wedges later runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from config.errors import StoreBusy
+from pipeline.db import ensure_store_dir, refuse_symlink
+
+LOCK_NAME = "write.lock"
+
+
+class WriteLock:
+    """Exclusive writer lock on <store_dir>/write.lock; raise StoreBusy when another holds it."""
+
+    def __init__(self, store_dir: Path) -> None:
+        self.path = store_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, holder: str = "writer") -> None:
+        """Take the lock without waiting."""
+        ensure_store_dir(self.path.parent)
+        refuse_symlink(self.path)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise StoreBusy(
+                f"another writer holds the store lock {self.path} ({other}); "
+                "wait for it to finish or stop it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{holder} pid={os.getpid()}".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock."""
+        return self._fd is not None
+
+    def __enter__(self) -> WriteLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

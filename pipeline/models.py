@@ -1,0 +1,87 @@
+"""Plain values passed between the pipeline's steps (and serialised into queue payloads)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One section piece of a document: its position, breadcrumb, text and text hash."""
+
+    ordinal: int
+    heading_path: str
+    body: str
+    text_hash: str
+    cjk: str = ""
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """A file the walker found changed (or unknown), with what the store knew of it."""
+
+    path: str
+    root: str
+    size: int
+    mtime_ns: int
+    stored_sha256: str | None = None
+
+    def to_wire(self) -> list[Any]:
+        """Compact form for a queue message."""
+        return [self.path, self.root, self.size, self.mtime_ns, self.stored_sha256]
+
+    @classmethod
+    def from_wire(cls, data: list[Any]) -> FileJob:
+        """Inverse of to_wire."""
+        return cls(data[0], data[1], int(data[2]), int(data[3]), data[4])
+
+
+@dataclass
+class Document:
+    """A read, hashed and chunked file, ready for the writer."""
+
+    path: str
+    root: str
+    sha256: str
+    size: int
+    mtime_ns: int
+    title: str | None
+    chunks: list[Chunk]
+    source: str = "file"
+    vectors: dict[int, list[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form for staging in the run ledger."""
+        data = asdict(self)
+        data["chunks"] = [[c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk] for c in self.chunks]
+        data["vectors"] = {str(k): v for k, v in self.vectors.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Document:
+        """Inverse of to_dict."""
+        chunks = [Chunk(*row) for row in data["chunks"]]
+        vectors = {int(k): v for k, v in (data.get("vectors") or {}).items()}
+        return cls(
+            path=data["path"],
+            root=data["root"],
+            sha256=data["sha256"],
+            size=data["size"],
+            mtime_ns=data["mtime_ns"],
+            title=data["title"],
+            chunks=chunks,
+            source=data.get("source", "file"),
+            vectors=vectors,
+        )
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A path not indexed, and why (binary, not UTF-8, too large, symlink, ...)."""
+
+    path: str
+    reason: str
+
+
+OUTCOMES = ("added", "updated", "unchanged", "skipped", "failed")

@@ -1,0 +1,116 @@
+"""Writer-side SQL: one short transaction per document, touches, removals and prunes.
+
+Only the process holding the WriteLock uses a Store. Deleting a document's chunks fires the
+triggers that clear its FTS (and vector) rows, so a shrinking file leaves no ghosts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pipeline import db, schema
+from pipeline.fingerprint import StoredStat
+from pipeline.models import Document
+
+
+def _now() -> tuple[str, int]:
+    ns = time.time_ns()
+    stamp = datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return stamp, ns
+
+
+def stored_stats(conn: Any) -> dict[str, StoredStat]:
+    """Every document's stored fingerprint, keyed by path."""
+    rows = conn.execute("SELECT path, sha256, size, mtime_ns, indexed_ns FROM documents")
+    return {path: StoredStat(sha, size, mtime, indexed) for path, sha, size, mtime, indexed in rows}
+
+
+class Store:
+    """The writer's handle on knowledge.db: one connection, schema ensured on open."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.conn = db.open_writer(db_path)
+        if not schema.table_names(self.conn):
+            schema.create(self.conn)
+        schema.check(self.conn, db_path)
+        self.vector_hook: Any = None
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the WAL)."""
+        self.conn.close()
+        db.assert_modes(self.db_path)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def apply(self, doc: Document) -> str:
+        """Write one document in one transaction; return "added" or "updated"."""
+        stamp, ns = _now()
+        with self.transaction() as conn:
+            row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
+            values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp, ns)
+            if row is None:
+                cur = conn.execute(
+                    "INSERT INTO documents(root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
+                    " indexed_ns, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*values, doc.path),
+                )
+                doc_id, outcome = cur.lastrowid, "added"
+            else:
+                doc_id, outcome = row[0], "updated"
+                conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+                conn.execute(
+                    "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
+                    " chunk_count = ?, indexed_at = ?, indexed_ns = ? WHERE id = ?",
+                    (*values, doc_id),
+                )
+            conn.executemany(
+                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk) VALUES (?, ?, ?, ?, ?, ?)",
+                [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk) for c in doc.chunks],
+            )
+            if self.vector_hook is not None:
+                self.vector_hook(conn, doc_id, doc)
+        return outcome
+
+    def touch(self, path: str, size: int, mtime_ns: int) -> bool:
+        """Record a new stat for a document whose content is unchanged; False if it is unknown."""
+        _, ns = _now()
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE documents SET size = ?, mtime_ns = ?, indexed_ns = ? WHERE path = ?",
+                (size, mtime_ns, ns, path),
+            )
+        return cur.rowcount > 0
+
+    def remove(self, paths: Iterable[str]) -> list[str]:
+        """Delete the named documents (one transaction each); return the paths that existed."""
+        removed: list[str] = []
+        for path in paths:
+            with self.transaction() as conn:
+                cur = conn.execute("DELETE FROM documents WHERE path = ?", (path,))
+            if cur.rowcount:
+                removed.append(path)
+        return removed
+
+    def prune(self, root: str, seen: set[str]) -> list[str]:
+        """Delete the documents of root that the (complete) walk did not see."""
+        rows = self.conn.execute("SELECT path FROM documents WHERE root = ?", (root,)).fetchall()
+        return self.remove(sorted(path for (path,) in rows if path not in seen))
+
+    def document_count(self) -> int:
+        """Number of documents stored."""
+        return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])

@@ -1,0 +1,46 @@
+"""Declare the pipeline's actors on a broker. Each actor is a thin adapter over workers.ingest/write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+
+from workers import queues
+from workers.ingest import ingest_batch
+from workers.runtime import current
+from workers.write import apply_batch, finish_if_complete
+
+
+@dataclass(frozen=True)
+class Actors:
+    """The actors of one broker."""
+
+    ingest: dramatiq.Actor[Any, Any]
+    write: dramatiq.Actor[Any, Any]
+    finalize: dramatiq.Actor[Any, Any]
+
+
+def declare_actors(broker: dramatiq.Broker) -> Actors:
+    """Create the ingest, write and finalize actors bound to broker."""
+
+    def ingest(run_id: str, files: list[list[Any]], force: bool = False) -> None:
+        runtime = current()
+        key = ingest_batch(runtime, run_id, files, force)
+        runtime.actors.write.send(run_id, key)
+
+    def write(run_id: str, key: str) -> None:
+        apply_batch(current(), run_id, key)
+
+    def finalize(run_id: str) -> None:
+        finish_if_complete(current(), run_id)
+
+    return Actors(
+        ingest=dramatiq.actor(ingest, broker=broker, actor_name="ingest", queue_name=queues.INGEST,
+                              **queues.INGEST_OPTIONS),
+        write=dramatiq.actor(write, broker=broker, actor_name="write", queue_name=queues.WRITE,
+                             **queues.WRITE_OPTIONS),
+        finalize=dramatiq.actor(finalize, broker=broker, actor_name="finalize", queue_name=queues.WRITE,
+                                **queues.WRITE_OPTIONS),
+    )

@@ -1,0 +1,41 @@
+"""The ingest step: read, hash and chunk a batch of files, stage the results for the writer."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from config.errors import FileSkipped, PipelineError
+from pipeline.models import FileJob
+from pipeline.reader import ingest_file
+from workers.runtime import Runtime
+
+
+def batch_key(files: list[list[Any]]) -> str:
+    """A deterministic key for a batch, so a redelivered message stages the same key."""
+    digest = hashlib.sha1("\x00".join(str(f[0]) for f in files).encode()).hexdigest()
+    return f"b-{digest[:20]}"
+
+
+def ingest_item(job: FileJob, force: bool) -> dict[str, Any]:
+    """One file's payload item for the writer: a document, a touch, a skip or a failure."""
+    try:
+        result = ingest_file(job, force=force)
+    except FileSkipped as exc:
+        return {"path": job.path, "outcome": "skipped", "reason": str(exc)}
+    except PipelineError as exc:
+        return {"path": job.path, "outcome": "failed", "reason": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - one bad file must not fail the run
+        return {"path": job.path, "outcome": "failed", "reason": f"unexpected error: {type(exc).__name__}: {exc}"}
+    if result == "unchanged":
+        return {"path": job.path, "outcome": "unchanged", "touch": [job.size, job.mtime_ns]}
+    return {"path": job.path, "outcome": "document", "doc": result.to_dict()}  # type: ignore[union-attr]
+
+
+def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> str:
+    """Process a batch and stage its payload; return the staged key to hand the writer."""
+    key = batch_key(files)
+    if runtime.ledger.staged(run_id, key) is None:
+        payload = [ingest_item(FileJob.from_wire(f), force) for f in files]
+        runtime.ledger.stage(run_id, key, payload)
+    return key

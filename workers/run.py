@@ -1,0 +1,164 @@
+"""Start, follow and summarise an index run.
+
+plan_and_enqueue walks the roots, classifies files by stat against the store, records what needs no
+reading, and enqueues ingest batches; follow polls the ledger until the writer closes the run.
+EmbeddedEngine runs the same actors in this process on a StubBroker.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+
+from config.errors import UsageError
+from config.settings import Settings
+from pipeline import db
+from pipeline.fingerprint import StoredStat, classify
+from pipeline.lock import WriteLock
+from pipeline.store import Store, stored_stats
+from pipeline.walker import Found, walk_root
+from workers import queues
+from workers.actors import Actors, declare_actors
+from workers.broker import build_stub_broker
+from workers.ledger import InMemoryLedger, Ledger, RunSummary
+from workers.runtime import Runtime, install, uninstall
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What `knowledge index` was asked to do."""
+
+    paths: tuple[str, ...] = ()
+    reindex: bool = False
+
+    def roots(self, settings: Settings) -> tuple[list[str], bool]:
+        """The roots to walk and whether they were named explicitly (explicit paths never prune)."""
+        if self.paths:
+            return list(self.paths), True
+        if not settings.paths:
+            raise UsageError("nothing to index: pass PATHS or list them under knowledge.paths in knowledge.yaml")
+        return list(settings.paths), False
+
+
+def new_run_id() -> str:
+    """A short, sortable, unique run id."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def read_stored(settings: Settings) -> dict[str, StoredStat]:
+    """The store's fingerprints, read-only (empty when there is no index yet)."""
+    if not settings.db_path.is_file():
+        return {}
+    conn = db.open_reader(settings.db_path)
+    try:
+        if "documents" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}:
+            return {}
+        return stored_stats(conn)
+    finally:
+        conn.close()
+
+
+def plan_and_enqueue(
+    settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, run_id: str
+) -> RunSummary:
+    """Walk, record the files that need no reading, enqueue the rest; return the initial summary."""
+    roots, explicit = request.roots(settings)
+    ledger.start(run_id, {"roots": roots, "explicit": explicit, "reindex": request.reindex,
+                          "started": time.time()})
+    stored = read_stored(settings)
+    files: dict[str, Found] = {}
+    seen: dict[str, list[str]] = {}
+    prunable: list[str] = []
+    walk_failures: list[tuple[str, str, str | None]] = []
+    for root in roots:
+        result = walk_root(root, settings.store_dir)
+        ledger.skip(run_id, [(s.path, s.reason) for s in result.skipped])
+        walk_failures += [(e.path, "failed", e.reason) for e in result.errors]
+        for found in result.files:
+            files.setdefault(found.path, found)
+        seen[result.root] = [f.path for f in result.files]
+        if result.complete and result.files and not explicit:
+            prunable.append(result.root)
+    jobs, unchanged = classify(list(files.values()), stored, request.reindex)
+    ledger.record(run_id, walk_failures + [(f.path, "unchanged", None) for f in unchanged])
+    ledger.walked(run_id, len(files) + len(walk_failures), seen, prunable)
+    size = settings.batch_files
+    for start in range(0, len(jobs), size):
+        batch = [job.to_wire() for job in jobs[start:start + size]]
+        actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
+    actors.finalize.send(run_id)
+    return ledger.summary(run_id)
+
+
+Progress = Callable[[RunSummary], None]
+
+
+def follow(ledger: Ledger, run_id: str, progress: Progress | None = None, poll: float = 0.1,
+           timeout: float | None = None, alive: Callable[[], None] | None = None) -> RunSummary:
+    """Poll the ledger until the run is complete or failed; raise TimeoutError past timeout."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        summary = ledger.summary(run_id)
+        if progress is not None:
+            progress(summary)
+        if summary.state in ("complete", "failed"):
+            return summary
+        if alive is not None:
+            alive()
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"run {run_id} did not finish within {timeout:.0f} s")
+        time.sleep(poll)
+
+
+class EmbeddedEngine:
+    """The embedded default: the writer lock, the store, and the actors on a StubBroker in-process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.lock = WriteLock(settings.store_dir)
+        self.ledger = InMemoryLedger()
+        self.broker: dramatiq.Broker | None = None
+        self.workers: list[dramatiq.Worker] = []
+        self.runtime: Runtime | None = None
+
+    def __enter__(self) -> EmbeddedEngine:
+        self.lock.acquire("knowledge index (embedded)")
+        try:
+            store = Store(self.settings.db_path)
+            self.broker = build_stub_broker()
+            actors = declare_actors(self.broker)
+            self.runtime = Runtime(self.settings, self.ledger, store, actors)
+            install(self.runtime)
+            self.workers = [
+                dramatiq.Worker(self.broker, queues=set(queues.WORKER_QUEUES), worker_threads=self.settings.workers,
+                                worker_timeout=50),
+                dramatiq.Worker(self.broker, queues=set(queues.WRITER_QUEUES), worker_threads=1, worker_timeout=50),
+            ]
+            for worker in self.workers:
+                worker.start()
+        except BaseException:
+            self.lock.release()
+            raise
+        return self
+
+    def run(self, request: RunRequest, progress: Progress | None = None) -> RunSummary:
+        """Index per request and wait for the run to finish."""
+        assert self.runtime is not None
+        run_id = new_run_id()
+        plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, run_id)
+        return follow(self.ledger, run_id, progress)
+
+    def __exit__(self, *exc: Any) -> None:
+        for worker in self.workers:
+            worker.stop()
+        if self.broker is not None:
+            self.broker.close()
+        if self.runtime is not None and self.runtime.store is not None:
+            self.runtime.store.close()
+        uninstall()
+        self.lock.release()

@@ -1,0 +1,57 @@
+"""The per-process context actors run against: settings, the run ledger and (in the writer) the store.
+
+A process installs exactly one Runtime before its workers start; actors read it with current().
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.errors import KnowledgeError
+from config.settings import Settings
+from pipeline.store import Store
+from workers.ledger import Ledger
+
+
+@dataclass
+class Runtime:
+    """What this process's actors need."""
+
+    settings: Settings
+    ledger: Ledger
+    store: Store | None = None
+    actors: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def writer_store(self) -> Store:
+        """The store; only the writer process has one."""
+        if self.store is None:
+            raise KnowledgeError("this process is not the writer: it has no store open")
+        return self.store
+
+
+_current: Runtime | None = None
+_lock = threading.Lock()
+
+
+def install(runtime: Runtime) -> None:
+    """Make runtime the one actors of this process use."""
+    global _current
+    with _lock:
+        _current = runtime
+
+
+def current() -> Runtime:
+    """The installed Runtime; raise if none."""
+    if _current is None:
+        raise KnowledgeError("no knowledge runtime installed in this process")
+    return _current
+
+
+def uninstall() -> None:
+    """Forget the installed Runtime."""
+    global _current
+    with _lock:
+        _current = None
