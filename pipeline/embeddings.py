@@ -219,7 +219,7 @@ class EmbeddingsClient:
             reason = f"embeddings server at {where} timed out after {self.settings.timeout:g}s"
             raise _Transient(EmbeddingUnavailable(reason), exc) from exc
         except httpx.TransportError as exc:
-            reason = self._scrub(f"cannot reach embeddings server at {where}: {exc or type(exc).__name__}")
+            reason = self._scrub(f"cannot reach embeddings server at {where}: {str(exc) or type(exc).__name__}")
             raise _Transient(EmbeddingUnavailable(reason), exc) from exc
         status = response.status_code
         if status >= 400:

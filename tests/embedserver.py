@@ -1,7 +1,7 @@
 """A loopback server speaking the OpenAI embeddings protocol, with faults switchable at run time.
 
-Vectors are a hashed bag of words (each lowercase word lands in one of `dim` buckets with a sign),
-deliberately not unit length, so texts sharing words are near and the client's normalisation shows.
+Vectors are a hashed bag of words (each lowercase word adds a signed weight of 1.5-2.5 to one of
+`dim` buckets), deliberately not unit length, so texts sharing words are near and the client's normalisation shows.
 Use it as a context manager in tests, or run `python -m tests.embedserver --port N --dim D`; a
 subprocess is steered over `POST /_control` ({"faults": {...}, "dim": 48, "reset": true}) and
 read over `GET /_requests`.
@@ -17,12 +17,11 @@ import math
 import re
 import signal
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-SCALE = 2.0
 _WORD = re.compile(r"\w+")
 _EMBED_PATHS = ("/embeddings", "/v1/embeddings")
 
@@ -33,7 +32,8 @@ def hashed_vector(text: str, dim: int) -> list[float]:
     for token in _WORD.findall(text.lower()) or [text]:
         digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
         bucket = int.from_bytes(digest[:4], "big") % dim
-        vector[bucket] += SCALE if digest[4] & 1 else -SCALE
+        weight = 1.5 + digest[5] / 256  # uneven weights: two words rarely cancel out
+        vector[bucket] += weight if digest[4] & 1 else -weight
     return vector
 
 
@@ -72,16 +72,6 @@ class Recorded:
     authorization: str | None
 
 
-@dataclass
-class _State:
-    dim: int
-    normalize: bool = False
-    faults: Faults = field(default_factory=Faults)
-    recorded: list[Recorded] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    stopping: threading.Event = field(default_factory=threading.Event)
-
-
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
 
@@ -104,12 +94,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         """Serve the model list and the request log."""
-        state = self.server.state
+        state = self.server.owner
         if self.path in ("/models", "/v1/models"):
             self._send(200, {"object": "list", "data": [{"id": "hashed-bow", "object": "model"}]})
         elif self.path == "/_requests":
-            with state.lock:
-                self._send(200, {"requests": [dataclasses.asdict(r) for r in state.recorded]})
+            self._send(200, {"requests": [dataclasses.asdict(r) for r in state.recorded]})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -128,25 +117,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
     def _control(self, body: dict[str, Any]) -> None:
-        state = self.server.state
-        with state.lock:
-            if body.get("reset"):
-                state.faults = Faults()
-                state.recorded.clear()
-            for name, value in (body.get("faults") or {}).items():
-                setattr(state.faults, name, value)
-            state.dim = int(body.get("dim", state.dim))
-            state.normalize = bool(body.get("normalize", state.normalize))
+        state = self.server.owner
+        if body.get("reset"):
+            state.reset()
+        for name, value in (body.get("faults") or {}).items():
+            setattr(state.faults, name, value)
+        state.dim = int(body.get("dim", state.dim))
+        state.normalize = bool(body.get("normalize", state.normalize))
         self._send(200, {"ok": True})
 
     def _embeddings(self, body: Any) -> None:
-        state = self.server.state
+        state = self.server.owner
         if not isinstance(body, dict) or "input" not in body:
             self._send(400, {"error": {"message": "expected {model, input}"}})
             return
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         with state.lock:
-            state.recorded.append(
+            state.log.append(
                 Recorded(self.path, str(body.get("model")), list(inputs), self.headers.get("Authorization"))
             )
             faults = dataclasses.replace(state.faults)
@@ -156,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif state.faults.fail_next > 0:
                 state.faults.fail_next -= 1
         if faults.slow:
-            state.stopping.wait(faults.slow)
+            state.stopping.wait(faults.slow)  # cut short by stop()
         if faults.hang_up:
             self.close_connection = True
             return
@@ -212,42 +199,20 @@ def _answer(inputs: list[Any], dim: int, normalize: bool, faults: Faults, model:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    state: _State
+    owner: EmbedServer
 
 
 class EmbedServer:
     """A running loopback embeddings server; `faults`, `dim` and `normalize` may change any time."""
 
     def __init__(self, dim: int = 32, port: int = 0, host: str = "127.0.0.1") -> None:
-        self.state = _State(dim=dim)
+        self.dim, self.normalize, self.faults = dim, False, Faults()
         self.host, self.port = host, port
+        self.log: list[Recorded] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
-
-    @property
-    def faults(self) -> Faults:
-        """The live fault switches."""
-        return self.state.faults
-
-    @property
-    def dim(self) -> int:
-        """The dimension of the vectors served."""
-        return self.state.dim
-
-    @dim.setter
-    def dim(self, value: int) -> None:
-        with self.state.lock:
-            self.state.dim = value
-
-    @property
-    def normalize(self) -> bool:
-        """Whether vectors are served at unit length."""
-        return self.state.normalize
-
-    @normalize.setter
-    def normalize(self, value: bool) -> None:
-        with self.state.lock:
-            self.state.normalize = value
 
     @property
     def url(self) -> str:
@@ -262,8 +227,8 @@ class EmbedServer:
     @property
     def recorded(self) -> list[Recorded]:
         """A copy of every embeddings request received, oldest first."""
-        with self.state.lock:
-            return list(self.state.recorded)
+        with self.lock:
+            return list(self.log)
 
     @property
     def requests(self) -> list[list[str]]:
@@ -272,15 +237,15 @@ class EmbedServer:
 
     def reset(self) -> None:
         """Clear faults and the request log."""
-        with self.state.lock:
-            self.state.faults = Faults()
-            self.state.recorded.clear()
+        with self.lock:
+            self.faults = Faults()
+            self.log.clear()
 
     def start(self) -> EmbedServer:
         """Listen (again on the same port after stop()) and serve in a daemon thread."""
-        self.state.stopping.clear()
+        self.stopping.clear()
         self._httpd = _HTTPServer((self.host, self.port), _Handler)
-        self._httpd.state = self.state
+        self._httpd.owner = self
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -292,7 +257,7 @@ class EmbedServer:
         """Close the listening socket; connections are refused until start()."""
         if self._httpd is None:
             return
-        self.state.stopping.set()
+        self.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:

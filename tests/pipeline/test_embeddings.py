@@ -156,6 +156,14 @@ def test_a_throttled_request_is_retried_and_then_succeeds(server: EmbedServer) -
     assert len(vectors) == 3 and sizes(server) == [3, 3, 3]
 
 
+def test_a_passing_server_error_is_retried_on_the_bare_embeddings_path(server: EmbedServer) -> None:
+    server.faults.fail_next = 2
+    settings = EmbeddingsSettings(base_url=server.url + "/", model="m")
+    with EmbeddingsClient(settings, environ={}, retry=FAST) as client:
+        assert len(client.embed(["a", "b"])) == 2
+    assert [r.path for r in server.recorded] == ["/embeddings"] * 3
+
+
 def test_retry_after_is_honoured_and_capped(server: EmbedServer) -> None:
     server.faults.throttle, server.faults.retry_after = 1, "0.3"
     with make_client(server, RetryPolicy(attempts=2, initial_wait=0.0, max_wait=1.0)) as client:
