@@ -1,0 +1,137 @@
+"""The write-side commands: index, rm, reset. They reach workers/ only to start a run."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from config.errors import EXIT_FAILURE, UsageError
+from query.cli import Context, cli, echo_json, echo_tier, pass_context
+from query.terminal import clean
+from query.tier import tier_line
+
+
+class ProgressView:
+    """A progress bar on a terminal, plain lines at most every few seconds otherwise."""
+
+    def __init__(self, as_json: bool, interval: float = 2.0) -> None:
+        self.interactive = sys.stdout.isatty() and not as_json
+        self.err = as_json
+        self.interval = interval
+        self._last = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __call__(self, summary: Any) -> None:
+        if not summary.walked:
+            return
+        if self.interactive:
+            self._draw_bar(summary)
+            return
+        now = time.monotonic()
+        if now - self._last >= self.interval and summary.state == "running":
+            self._last = now
+            click.echo(f"progress: {summary.accounted}/{summary.total} files", err=self.err)
+
+    def _draw_bar(self, summary: Any) -> None:
+        if self._bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self._bar = Progress("indexing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("files", total=max(summary.total, 1))
+        self._bar.update(self._task, completed=summary.accounted, total=max(summary.total, 1))
+        if summary.state != "running":
+            self.close()
+
+    def close(self) -> None:
+        """Remove the bar."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def print_summary(summary: Any, as_json: bool) -> None:
+    """The closing line of a run and every skipped or failed file with its reason."""
+    data = summary.to_json()
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(
+        f"indexed: added={data['added']} updated={data['updated']} unchanged={data['unchanged']} "
+        f"removed={data['removed']} failed={data['failed']} ({data['files']} files, {data['chunks']} chunks)"
+    )
+    for item in data["skipped"]:
+        click.echo(f"  skipped: {clean(item['path'])}: {clean(item['reason'])}")
+    for item in data["failures"]:
+        click.echo(f"  failed: {clean(item['path'])}: {clean(item['reason'])}")
+    if data.get("error"):
+        click.echo(f"  run failed: {clean(data['error'])}")
+
+
+@cli.command("index")
+@click.argument("paths", nargs=-1)
+@click.option("--reindex", is_flag=True, help="Re-read and rebuild every file, ignoring hashes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--detach", is_flag=True, help="With a broker: enqueue, print the run id and exit.")
+@pass_context
+def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool) -> None:
+    """Index PATHS (default: knowledge.paths), incrementally by content hash."""
+    from workers.run import EmbeddedEngine, RunRequest
+
+    settings = obj.settings
+    echo_tier(tier_line(settings), as_json)
+    request = RunRequest(paths=paths, reindex=reindex)
+    request.roots(settings)
+    view = ProgressView(as_json)
+    if settings.broker is not None:
+        from workers.distributed import run_distributed
+
+        summary = run_distributed(settings, request, view, detach=detach, as_json=as_json)
+        if summary is None:
+            return
+    else:
+        if detach:
+            raise UsageError("--detach needs a broker (knowledge.broker.url or KNOWLEDGE_BROKER_URL)")
+        try:
+            with EmbeddedEngine(settings) as engine:
+                summary = engine.run(request, view)
+        finally:
+            view.close()
+    print_summary(summary, as_json)
+    if summary.state != "complete" or summary.counts.get("failed", 0):
+        sys.exit(EXIT_FAILURE)
+
+
+@cli.command("rm")
+@click.argument("paths", nargs=-1, required=True)
+@pass_context
+def rm_command(obj: Context, paths: tuple[str, ...]) -> None:
+    """Remove documents from the index by their stored path (as `sources` lists them)."""
+    from workers.maintenance import remove_documents
+
+    settings = obj.settings
+    echo_tier(tier_line(settings), False)
+    removed = remove_documents(settings, list(paths))
+    for path in paths:
+        click.echo(f"{'removed' if path in removed else 'not indexed'}: {clean(path)}")
+    if len(removed) != len(set(paths)):
+        sys.exit(EXIT_FAILURE)
+
+
+@cli.command("reset")
+@click.option("--force", is_flag=True, help="Really delete the index.")
+@pass_context
+def reset_command(obj: Context, force: bool) -> None:
+    """Delete the index (the documents on disk are untouched)."""
+    from workers.maintenance import reset_store
+
+    settings = obj.settings
+    echo_tier(tier_line(settings), False)
+    if not force:
+        raise UsageError(f"this deletes the index at {settings.db_path}; run `knowledge reset --force` to do it")
+    deleted = reset_store(settings)
+    click.echo(f"reset: deleted {', '.join(deleted) if deleted else 'nothing (no index)'}")

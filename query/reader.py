@@ -1,0 +1,119 @@
+"""The read side's handle on the store: read-only, format-checked, with the status of the index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from config.errors import IndexNotBuilt
+from config.settings import Settings
+from pipeline import db, schema
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One hydrated chunk."""
+
+    chunk_id: int
+    path: str
+    ordinal: int
+    section: str
+    content: str
+
+    @property
+    def ref(self) -> str:
+        """The raw citation token `<path>#<ordinal>`."""
+        return f"{self.path}#{self.ordinal}"
+
+
+def parse_ref(token: str) -> tuple[str, int] | None:
+    """(path, ordinal) of a `<path>#<ordinal>` token, or None if it is not one."""
+    path, sep, ordinal = token.rpartition("#")
+    if not sep or not path or not ordinal.isdigit():
+        return None
+    return path, int(ordinal)
+
+
+class Reader:
+    """A read-only connection to knowledge.db; raises IndexNotBuilt when there is none."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.conn: Any = db.open_reader(settings.db_path)
+        try:
+            schema.check(self.conn, settings.db_path)
+        except Exception:
+            self.conn.close()
+            raise
+        self.meta = schema.get_meta(self.conn)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def document_count(self) -> int:
+        """Documents in the index."""
+        return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+
+    def hydrate(self, ids: list[int]) -> list[Hit]:
+        """Hits for chunk ids in the given order, in one query; ids that vanished are skipped."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.conn.execute(
+            "SELECT c.id, d.path, c.ordinal, c.heading_path, c.body FROM chunks c"
+            f" JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
+            ids,
+        ).fetchall()
+        by_id = {r[0]: Hit(r[0], r[1], r[2], r[3], r[4]) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def chunk(self, path: str, ordinal: int) -> Hit | None:
+        """The chunk a citation names, or None."""
+        row = self.conn.execute(
+            "SELECT c.id, d.path, c.ordinal, c.heading_path, c.body FROM chunks c"
+            " JOIN documents d ON d.id = c.document_id WHERE d.path = ? AND c.ordinal = ?",
+            (path, ordinal),
+        ).fetchone()
+        return Hit(*row) if row else None
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Every document with its chunk count and time of indexing, by path."""
+        rows = self.conn.execute(
+            "SELECT path, title, chunk_count, indexed_at, root, size FROM documents ORDER BY path"
+        ).fetchall()
+        return [
+            {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s}
+            for p, t, c, at, r, s in rows
+        ]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and facts about the index."""
+        docs, chunks, last = self.conn.execute(
+            "SELECT count(*), coalesce(sum(chunk_count), 0), max(indexed_at) FROM documents"
+        ).fetchone()
+        path = self.settings.db_path
+        on_disk = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+        return {
+            "store": str(path),
+            "documents": int(docs),
+            "chunks": int(chunks),
+            "last_indexed": last,
+            "bytes_on_disk": on_disk,
+            "format_version": int(self.meta.get("format_version", 0)),
+            "sqlite_version": db.sqlite_version(),
+        }
+
+
+def open_reader(settings: Settings) -> Reader | None:
+    """A Reader, or None when the index was never built."""
+    try:
+        return Reader(settings)
+    except IndexNotBuilt:
+        return None
