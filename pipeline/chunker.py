@@ -76,11 +76,13 @@ def _blocks(lines: list[str]) -> list[tuple[str, object]]:
             closing = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$")
             block = [line]
             i += 1
-            while i < len(lines):
+            closed = False
+            while i < len(lines) and not closed:
                 block.append(lines[i])
                 i += 1
-                if closing.match(block[-1]):
-                    break
+                closed = closing.match(block[-1]) is not None
+            while not closed and len(block) > 1 and not block[-1].strip():
+                block.pop()
             out.append(("fence", "\n".join(block)))
             continue
         heading = parse_heading(line)

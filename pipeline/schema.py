@@ -51,7 +51,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_exact USING fts5(
     body, heading_path, content='chunks', content_rowid='id', tokenize='unicode61'
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_cjk USING fts5(
-    cjk, content='chunks', content_rowid='id', tokenize='trigram'
+    cjk, content='chunks', content_rowid='id', tokenize='trigram', columnsize=0
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts_exact, 'row');
 CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN

@@ -1,0 +1,70 @@
+"""Shared fixtures: a docs tree, settings pointing at a temporary store, and running the CLI."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.loader import settings_from_mapping
+from config.settings import Settings
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary working directory (paths are stored as walked, relative to it)."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("KNOWLEDGE_CONFIG", "KNOWLEDGE_STORE_DIR", "KNOWLEDGE_BROKER_URL", "KNOWLEDGE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def write_tree(base: Path, files: dict[str, str | bytes]) -> None:
+    """Create files (text or bytes) under base."""
+    for rel, content in files.items():
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+@pytest.fixture
+def make_settings(workdir: Path) -> Callable[..., Settings]:
+    """Build Settings from a `knowledge:` block with the store under the working directory."""
+
+    def build(**block: Any) -> Settings:
+        return settings_from_mapping(block, store_base=workdir)
+
+    return build
+
+
+@pytest.fixture
+def run_cli(workdir: Path, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run `knowledge ARGS...` in-process; return (exit code, stdout, stderr)."""
+    from query.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def env_clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No KNOWLEDGE_* variables leak in from the developer's shell."""
+    for key in list(os.environ):
+        if key.startswith("KNOWLEDGE_"):
+            monkeypatch.delenv(key)
+    yield

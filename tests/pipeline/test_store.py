@@ -1,0 +1,124 @@
+"""The store: file modes, symlink refusal, format pinning, and per-document writes kept in step with FTS."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from config.errors import StoreBusy, StoreFormatError, UnsafePathError
+from pipeline import db, schema
+from pipeline.chunker import chunk_text
+from pipeline.lock import WriteLock
+from pipeline.models import Document
+from pipeline.store import Store
+
+
+def _doc(path: str, text: str) -> Document:
+    chunked = chunk_text(text)
+    return Document(path=path, root="docs", sha256=str(hash(text)), size=len(text), mtime_ns=1,
+                    title=chunked.title, chunks=chunked.chunks)
+
+
+def _fts_count(store: Store, table: str, word: str) -> int:
+    return store.conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (f'"{word}"',)).fetchone()[0]
+
+
+def _integrity(store: Store) -> None:
+    for table in ("chunks_fts", "chunks_fts_exact", "chunks_fts_cjk"):
+        store.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "store" / "knowledge.db")
+    yield s
+    s.close()
+
+
+def test_the_store_directory_is_0700_and_the_file_and_sidecars_0600(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "store" / "knowledge.db"
+    s = Store(path)
+    s.apply(_doc("docs/a.md", "# A\n\nalpha\n"))
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    for name in ("knowledge.db", "knowledge.db-wal", "knowledge.db-shm"):
+        assert stat.S_IMODE((path.parent / name).stat().st_mode) == 0o600, name
+    s.close()
+
+
+@pytest.mark.parametrize("target", ["knowledge.db", "knowledge.db-wal", "knowledge.db-shm"])
+def test_a_symlink_at_the_file_or_a_sidecar_is_refused(tmp_path: Path, target: str) -> None:
+    directory = tmp_path / "store"
+    directory.mkdir(mode=0o700)
+    os.symlink(tmp_path / "elsewhere", directory / target)
+    with pytest.raises(UnsafePathError, match="symlink"):
+        Store(directory / "knowledge.db")
+
+
+def test_a_symlinked_store_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "store")
+    with pytest.raises(UnsafePathError):
+        Store(tmp_path / "store" / "knowledge.db")
+
+
+def test_a_store_of_another_format_version_is_refused_with_the_way_forward(store: Store) -> None:
+    store.conn.execute("UPDATE meta SET value = ? WHERE key = 'format_version'", (str(schema.FORMAT_VERSION + 1),))
+    with pytest.raises(StoreFormatError, match="upgrade knowledge"):
+        schema.check(store.conn, store.db_path)
+    store.conn.execute("UPDATE meta SET value = '0' WHERE key = 'format_version'")
+    with pytest.raises(StoreFormatError, match="knowledge reset --force"):
+        schema.check(store.conn, store.db_path)
+    store.conn.execute("DELETE FROM meta")
+    with pytest.raises(StoreFormatError, match="knowledge reset --force"):
+        schema.check(store.conn, store.db_path)
+
+
+def test_a_changed_file_is_rechunked_and_its_old_chunks_leave_no_fts_rows(store: Store) -> None:
+    assert store.apply(_doc("docs/a.md", "# Old\n\nzebra giraffe\n\n## Two\n\n数据库 more\n")) == "added"
+    assert _fts_count(store, "chunks_fts", "zebra") == 1
+    assert store.apply(_doc("docs/a.md", "# New\n\nokapi\n")) == "updated"
+    for table, word in (("chunks_fts", "zebra"), ("chunks_fts_exact", "giraffe"), ("chunks_fts", "old"),
+                        ("chunks_fts_cjk", "数据库")):
+        assert _fts_count(store, table, word) == 0, (table, word)
+    assert _fts_count(store, "chunks_fts", "okapi") == 1
+    assert store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 1
+    _integrity(store)
+
+
+def test_removing_a_document_cascades_to_chunks_and_every_fts_table(store: Store) -> None:
+    store.apply(_doc("docs/a.md", "# A\n\nquokka 索引数据\n"))
+    assert store.remove(["docs/a.md", "docs/unknown.md"]) == ["docs/a.md"]
+    assert store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+    assert _fts_count(store, "chunks_fts", "quokka") == 0
+    assert _fts_count(store, "chunks_fts_cjk", "索引数") == 0
+    _integrity(store)
+
+
+def test_prune_deletes_only_documents_of_that_root_the_walk_did_not_see(store: Store) -> None:
+    for path in ("docs/a.md", "docs/b.md"):
+        store.apply(_doc(path, f"# {path}\n\ntext\n"))
+    other = _doc("notes/c.md", "# C\n\ntext\n")
+    other.root = "notes"
+    store.apply(other)
+    assert store.prune("docs", {"docs/a.md"}) == ["docs/b.md"]
+    assert {r[0] for r in store.conn.execute("SELECT path FROM documents")} == {"docs/a.md", "notes/c.md"}
+
+
+def test_a_reader_is_read_only(store: Store) -> None:
+    store.apply(_doc("docs/a.md", "# A\n\ntext\n"))
+    reader = db.open_reader(store.db_path)
+    with pytest.raises(db.DatabaseError):
+        reader.execute("DELETE FROM documents")
+    reader.close()
+
+
+def test_a_second_writer_lock_is_refused_with_exit_code_75(tmp_path: Path) -> None:
+    with WriteLock(tmp_path / "s"):
+        with pytest.raises(StoreBusy) as info:
+            WriteLock(tmp_path / "s").acquire()
+    assert info.value.exit_code == 75
+    with WriteLock(tmp_path / "s"):
+        pass

@@ -1,0 +1,13 @@
+"""Helpers for running the embedded pipeline in tests."""
+
+from __future__ import annotations
+
+from config.settings import Settings
+from workers.ledger import RunSummary
+from workers.run import EmbeddedEngine, RunRequest
+
+
+def index(settings: Settings, *paths: str, reindex: bool = False) -> RunSummary:
+    """Run one embedded index run and return its summary."""
+    with EmbeddedEngine(settings) as engine:
+        return engine.run(RunRequest(paths=tuple(paths), reindex=reindex))
