@@ -26,7 +26,7 @@ POOL_WORDS = 1_000_000
 OVERSHOOT = 450  # a document ends on a whole section: stop about half a section early
 PSEUDO_WORDS = 4000
 ZIPF_S = 1.0
-ZIPF_Q = 1.0  # Zipf-Mandelbrot offset: "the" gets ~6% of the words, as in English prose
+ZIPF_Q = 1.0  # Zipf-Mandelbrot offset: "the" gets ~5% of the prose words, as in English
 
 # Common English words, roughly in frequency order (they take the top Zipf ranks).
 COMMON = (
