@@ -1,0 +1,113 @@
+"""The CLI: the tier line first, output shapes, and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import write_tree
+
+TIER = "tier: lexical (FTS5) - no embeddings configured"
+DOCS = {
+    "docs/a.md": "# Alpha\n\nThe quick brown fox.\n\n## Details\n\nMore about the fox \x1b[31mred\x1b[0m here.\n",
+    "docs/b.txt": "Nothing to see.\n",
+    "docs/bad.md": b"\xff\xfe\x00",
+}
+
+
+def test_index_prints_the_tier_line_then_the_summary_and_skips(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    code, out, _ = run_cli("index", "docs")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0] == TIER
+    assert "indexed: added=2 updated=0 unchanged=0 removed=0 failed=0 (2 files, 3 chunks)" in lines
+    assert any(line.startswith("  skipped: docs/bad.md: binary") for line in lines)
+
+
+def test_index_json_prints_one_object_and_the_tier_line_on_stderr(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    code, out, err = run_cli("index", "docs", "--json")
+    data = json.loads(out)
+    assert code == 0 and err.splitlines()[0] == TIER
+    assert {k: data[k] for k in ("added", "updated", "unchanged", "removed", "failed", "files", "chunks")} == {
+        "added": 2, "updated": 0, "unchanged": 0, "removed": 0, "failed": 0, "files": 2, "chunks": 3}
+    assert data["skipped"][0]["path"] == "docs/bad.md" and data["failures"] == []
+
+
+def test_index_with_nothing_to_index_is_a_usage_error(workdir: Path, run_cli) -> None:
+    code, _, err = run_cli("index")
+    assert code == 2 and "knowledge.paths" in err
+
+
+def test_search_json_shape_and_show_takes_the_citation_back(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    code, out, err = run_cli("search", "fox", "--json")
+    data = json.loads(out)
+    assert code == 0 and err.strip() == TIER
+    assert data["tier"] == TIER and data["status"] == "ok"
+    first = data["results"][0]
+    assert set(first) == {"citation", "path", "section", "content"}
+    code, out, _ = run_cli("show", first["citation"])
+    assert code == 0 and out.splitlines()[0] == TIER and first["content"].split("\x1b")[0].strip() in out
+
+
+def test_search_output_strips_terminal_control_sequences(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    code, out, _ = run_cli("search", "fox red", "--full")
+    assert code == 0 and "\x1b" not in out and "red" in out
+    assert out.splitlines()[0] == TIER and "Section: Alpha > Details" in out
+
+
+def test_an_empty_result_is_a_success(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    code, out, _ = run_cli("search", "zzzz")
+    assert code == 0 and "no results" in out
+
+
+def test_search_before_any_index_reports_index_not_built(workdir: Path, run_cli) -> None:
+    code, out, _ = run_cli("search", "x y", "--json")
+    assert code == 0 and json.loads(out)["status"] == "index_not_built"
+
+
+def test_show_of_an_unknown_citation_fails_and_a_malformed_one_is_a_usage_error(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    assert run_cli("show", "docs/a.md#99")[0] == 1
+    assert run_cli("show", "docs/a.md")[0] == 2
+
+
+def test_sources_stats_rm_and_reset(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    code, out, _ = run_cli("sources", "--json")
+    assert code == 0 and [r["path"] for r in json.loads(out)] == ["docs/a.md", "docs/b.txt"]
+    code, out, _ = run_cli("stats", "--json")
+    assert json.loads(out)["documents"] == 2
+    code, out, _ = run_cli("rm", "docs/b.txt", "docs/nope.md")
+    assert code == 1 and "removed: docs/b.txt" in out and "not indexed: docs/nope.md" in out
+    assert run_cli("reset")[0] == 2
+    code, out, _ = run_cli("reset", "--force")
+    assert code == 0 and "knowledge.db" in out
+    assert json.loads(run_cli("search", "fox", "--json")[1])["status"] == "index_not_built"
+
+
+def test_a_bad_config_exits_2_naming_the_key_and_position(workdir: Path, run_cli) -> None:
+    (workdir / "knowledge.yaml").write_text("knowledge:\n  paths: docs\n  top_kk: 3\n", encoding="utf-8")
+    code, _, err = run_cli("search", "x")
+    assert code == 2 and "knowledge.yaml:2:10" in err and "knowledge.paths must be a list" in err
+
+
+def test_the_console_script_runs_and_exits_with_the_error_code(workdir: Path) -> None:
+    exe = Path(sys.executable).with_name("knowledge")
+    env = {**os.environ, "KNOWLEDGE_STORE_DIR": str(workdir)}
+    proc = subprocess.run([str(exe), "show", "x#1"], capture_output=True, text=True, timeout=60, env=env,
+                          cwd=workdir)
+    assert proc.returncode == 1 and "run `knowledge index` first" in proc.stderr
+    assert "Traceback" not in proc.stderr

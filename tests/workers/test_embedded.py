@@ -1,0 +1,212 @@
+"""The embedded default: the same actors in-process on a StubBroker; incremental runs and prune rules."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import pipeline.reader
+from config.errors import StoreBusy
+from pipeline.lock import WriteLock
+from pipeline.store import Store
+from tests.conftest import write_tree
+from tests.workers.helpers import index
+
+DOCS = {
+    "docs/guide.md": "# Guide\n\nInstall the tool.\n\n## Budgets\n\nLimit spending per run.\n",
+    "docs/notes.txt": "plain notes about backpressure\n",
+    "docs/sub/deep.markdown": "# Deep\n\n```sh\n# not a heading\nmake\n```\n",
+}
+
+
+def _age(workdir: Path, seconds: float = 10.0) -> None:
+    """Move every file's mtime into the past, out of the racy window."""
+    past = time.time() - seconds
+    for path in (workdir / "docs").rglob("*"):
+        if path.is_file():
+            os.utime(path, (past, past))
+
+
+def _paths(settings) -> set[str]:
+    store = Store(settings.db_path)
+    try:
+        return {r[0] for r in store.conn.execute("SELECT path FROM documents")}
+    finally:
+        store.close()
+
+
+def test_a_first_run_adds_every_file_and_reports_skips_with_reasons(workdir: Path, make_settings) -> None:
+    write_tree(workdir, {**DOCS, "docs/bin.md": b"\x00\x01binary", "docs/latin1.md": "caf\xe9".encode("latin-1")})
+    summary = index(make_settings(paths=["docs"]))
+    data = summary.to_json()
+    assert (data["added"], data["updated"], data["unchanged"], data["failed"]) == (3, 0, 0, 0)
+    assert data["files"] == 3 and data["chunks"] == 4
+    reasons = {s["path"]: s["reason"] for s in data["skipped"]}
+    assert reasons["docs/bin.md"].startswith("binary")
+    assert reasons["docs/latin1.md"].startswith("not UTF-8")
+
+
+def test_a_no_change_run_reads_no_file(workdir: Path, make_settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_tree(workdir, DOCS)
+    _age(workdir)
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    reads: list[str] = []
+    original = pipeline.reader.read_bytes
+    monkeypatch.setattr(pipeline.reader, "read_bytes", lambda p: reads.append(p) or original(p))
+    summary = index(settings)
+    assert reads == []
+    assert summary.counts["unchanged"] == 3 and summary.counts["added"] == 0
+
+
+def test_a_file_written_within_the_racy_window_is_rehashed(workdir: Path, make_settings,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    index(settings)  # mtimes are "now": inside the 2 s window of this run's rows
+    reads: list[str] = []
+    original = pipeline.reader.read_bytes
+    monkeypatch.setattr(pipeline.reader, "read_bytes", lambda p: reads.append(p) or original(p))
+    summary = index(settings)
+    assert sorted(reads) == sorted(DOCS)
+    assert summary.counts["unchanged"] == 3
+
+
+def test_a_touched_but_unchanged_file_is_unchanged_and_then_takes_the_fast_path(workdir: Path, make_settings,
+                                                                                 monkeypatch) -> None:
+    write_tree(workdir, DOCS)
+    _age(workdir, 30)
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    past = time.time() - 5
+    os.utime(workdir / "docs/guide.md", (past, past))
+    assert index(settings).counts["unchanged"] == 3
+    reads: list[str] = []
+    original = pipeline.reader.read_bytes
+    monkeypatch.setattr(pipeline.reader, "read_bytes", lambda p: reads.append(p) or original(p))
+    index(settings)
+    assert reads == []
+
+
+def test_a_changed_file_is_updated_and_reindex_rereads_everything(workdir: Path, make_settings) -> None:
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    (workdir / "docs/notes.txt").write_text("new notes\n", encoding="utf-8")
+    summary = index(settings)
+    assert (summary.counts["updated"], summary.counts["unchanged"]) == (1, 2)
+    summary = index(settings, reindex=True)
+    assert summary.counts["updated"] == 3
+
+
+def test_a_deleted_file_is_pruned_after_a_complete_walk_of_a_configured_root(workdir: Path, make_settings) -> None:
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    (workdir / "docs/notes.txt").unlink()
+    summary = index(settings)
+    assert summary.removed == 1
+    assert _paths(settings) == {"docs/guide.md", "docs/sub/deep.markdown"}
+
+
+def test_explicit_paths_on_the_command_line_never_prune(workdir: Path, make_settings) -> None:
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    (workdir / "docs/notes.txt").unlink()
+    assert index(settings, "docs").removed == 0
+    assert "docs/notes.txt" in _paths(settings)
+
+
+def test_a_root_that_saw_no_file_does_not_prune(workdir: Path, make_settings) -> None:
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    for rel in DOCS:
+        (workdir / rel).unlink()
+    assert index(settings).removed == 0
+    assert len(_paths(settings)) == 3
+
+
+def test_a_missing_configured_root_fails_but_the_complete_root_still_prunes(workdir: Path, make_settings) -> None:
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs", "missing"])
+    first = index(settings)
+    assert first.counts["failed"] == 1 and first.failures[0]["path"] == "missing"
+    (workdir / "docs/notes.txt").unlink()
+    assert index(settings).removed == 1
+
+
+def test_a_root_with_a_walk_error_does_not_prune(workdir: Path, make_settings,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.walker
+
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    (workdir / "docs/notes.txt").unlink()
+    real_scandir = os.scandir
+
+    def failing(path: str):
+        if str(path).endswith("sub"):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(pipeline.walker.os, "scandir", failing)
+    summary = index(settings)
+    assert summary.removed == 0
+    assert summary.failures == [{"path": "docs/sub", "reason": "cannot list directory: Permission denied"}]
+    assert "docs/notes.txt" in _paths(settings)
+
+
+def test_an_unreadable_file_fails_without_failing_the_run(workdir: Path, make_settings,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    write_tree(workdir, DOCS)
+    original = pipeline.reader.read_bytes
+
+    def flaky(path: str):
+        if path.endswith("notes.txt"):
+            raise pipeline.reader.PipelineError("cannot read: Input/output error")
+        return original(path)
+
+    monkeypatch.setattr(pipeline.reader, "read_bytes", flaky)
+    summary = index(make_settings(paths=["docs"]))
+    assert summary.state == "complete"
+    assert summary.failures == [{"path": "docs/notes.txt", "reason": "cannot read: Input/output error"}]
+    assert summary.counts["added"] == 2
+
+
+def test_a_second_index_run_while_one_holds_the_store_is_refused(workdir: Path, make_settings) -> None:
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    with WriteLock(settings.store_dir):
+        with pytest.raises(StoreBusy) as info:
+            index(settings)
+    assert info.value.exit_code == 75
+
+
+def test_the_ledger_records_each_outcome_once_so_redelivery_is_harmless(workdir: Path, make_settings) -> None:
+    from workers.ingest import ingest_batch
+    from workers.ledger import InMemoryLedger
+    from workers.runtime import Runtime
+    from workers.write import apply_batch
+
+    write_tree(workdir, DOCS)
+    settings = make_settings(paths=["docs"])
+    store = Store(settings.db_path)
+    ledger = InMemoryLedger()
+    runtime = Runtime(settings, ledger, store)
+    files = [[p, "docs", 1, 1, None] for p in sorted(DOCS)]
+    ledger.start("r1", {})
+    ledger.walked("r1", len(files), {"docs": sorted(DOCS)}, ["docs"])
+    for _ in range(2):  # a redelivered ingest and write message repeat harmlessly
+        key = ingest_batch(runtime, "r1", files, False)
+        apply_batch(runtime, "r1", key)
+        apply_batch(runtime, "r1", key)
+    summary = ledger.summary("r1")
+    assert summary.state == "complete" and summary.counts["added"] == 3 and summary.accounted == 3
+    assert store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 4
+    store.close()
