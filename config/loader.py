@@ -19,7 +19,7 @@ import yaml
 
 from config.citations import compile_rules
 from config.errors import ConfigError
-from config.settings import Settings
+from config.settings import BrokerSettings, Settings
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
 ENV_STORE_DIR = "KNOWLEDGE_STORE_DIR"
@@ -56,7 +56,7 @@ def load_settings(
     if env.get(ENV_NAME):
         values["name"] = env[ENV_NAME]
     if env.get(ENV_BROKER_URL):
-        values["broker"] = {"url": env[ENV_BROKER_URL]}
+        values["broker"] = BrokerSettings(url=env[ENV_BROKER_URL])
     base = store_dir or env.get(ENV_STORE_DIR)
     values["store_base"] = Path(base).resolve() if base else Path.cwd()
     values["config_path"] = path

@@ -1,0 +1,108 @@
+"""Settings from YAML and KNOWLEDGE_* variables: errors name the key and its position."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.loader import load_settings
+from config import settings as settings_module
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "knowledge.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_a_full_file_is_read_into_typed_settings(tmp_path: Path) -> None:
+    config = _write(tmp_path, """
+knowledge:
+  name: team
+  paths: [docs, notes]
+  top_k: 7
+  embeddings:
+    base_url: http://127.0.0.1:1234/v1
+    model: m
+    timeout: 1500ms
+  expose:
+    mcp:
+      builtins: [knowledge_search]
+""")
+    s = load_settings(config, environ={})
+    assert (s.name, s.paths, s.top_k) == ("team", ("docs", "notes"), 7)
+    assert s.embeddings is not None and s.embeddings.timeout == 1.5 and s.embeddings.batch_size == 64
+    assert s.expose.mcp.builtins == ("knowledge_search",)
+    assert s.broker is None
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("knowledge:\n  pathz: [a]\n", "knowledge.yaml:2:3: unknown key knowledge.pathz"),
+    ("knowledge:\n  paths: docs\n", "knowledge.yaml:2:10: knowledge.paths must be a list"),
+    ("knowledge:\n  top_k: many\n", "knowledge.yaml:2:10: knowledge.top_k must be a whole number"),
+    ("knowledge:\n  embeddings:\n    model: m\n", "knowledge.embeddings needs knowledge.embeddings.base_url"),
+    ("knowledge:\n  embeddings:\n    base_url: http://x\n    model: m\n    timeout: soon\n",
+     "knowledge.yaml:5:14: knowledge.embeddings.timeout must be a number of seconds"),
+    ("other:\n  x: 1\n", "knowledge.yaml:1:1: unknown top-level key 'other'"),
+    ("knowledge:\n  top_k: 99\n", "knowledge.top_k must be between 1 and 20"),
+    ("knowledge:\n  broker:\n    url: http://x\n", "knowledge.broker.url must look like redis://"),
+    ("knowledge: [\n", "not valid YAML"),
+])
+def test_bad_config_names_the_key_and_its_position(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(_write(tmp_path, text), environ={})
+    assert message in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_a_missing_explicit_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(str(tmp_path / "nope.yaml"), environ={})
+
+
+def test_the_store_is_under_the_store_base_unless_the_directory_is_absolute(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(environ={}).store_dir == tmp_path / "knowledge" / "default"
+    base = tmp_path / "base"
+    s = load_settings(environ={"KNOWLEDGE_STORE_DIR": str(base), "KNOWLEDGE_NAME": "team"})
+    assert s.store_dir == base / "knowledge" / "team"
+    assert load_settings(store_dir=str(base), environ={}).store_dir == base / "knowledge" / "default"
+    config = _write(tmp_path, f"knowledge:\n  directory: {tmp_path / 'abs'}\n")
+    assert load_settings(config, store_dir=str(base), environ={}).store_dir == tmp_path / "abs"
+    config = _write(tmp_path, "knowledge:\n  directory: rel/store\n")
+    assert load_settings(config, store_dir=str(base), environ={}).store_dir == base / "rel" / "store"
+
+
+def test_knowledge_config_and_broker_url_come_from_the_environment(tmp_path: Path) -> None:
+    config = _write(tmp_path, "knowledge:\n  paths: [docs]\n")
+    s = load_settings(environ={"KNOWLEDGE_CONFIG": config, "KNOWLEDGE_BROKER_URL": "redis://127.0.0.1:6379/3"})
+    assert s.paths == ("docs",) and s.broker is not None and s.broker.url.endswith("/3")
+
+
+def _keys(cls: type, prefix: str) -> list[tuple[str, dataclasses.Field]]:
+    out = []
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if field.name in ("store_base", "config_path"):
+            continue
+        key = f"{prefix}.{field.name}"
+        out.append((key, field))
+        inner = hints[field.name]
+        for arg in (inner, *typing.get_args(inner)):
+            if dataclasses.is_dataclass(arg):
+                sub = f"{key}[]" if typing.get_origin(inner) is tuple else key
+                out += _keys(arg, sub)
+    return out
+
+
+def test_every_setting_has_help_and_is_documented() -> None:
+    doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    for key, field in _keys(settings_module.Settings, "knowledge"):
+        assert field.metadata.get("help"), f"{key} has no help text"
+        assert f"`{key}`" in doc, f"{key} is not documented in docs/configuration.md"
