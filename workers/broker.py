@@ -7,10 +7,15 @@ two indexes on one Redis never mix messages.
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit, urlunsplit
 
 import dramatiq
+import redis
+from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
+from dramatiq.middleware import Retries
 
+from config.errors import BrokerError
 from config.settings import Settings
 
 
@@ -20,10 +25,65 @@ def build_stub_broker() -> dramatiq.Broker:
     # about the second worker middleware, which is expected here.
     logging.getLogger("dramatiq.broker.StubBroker").setLevel(logging.ERROR)
     broker = StubBroker()
+    add_knowledge_middleware(broker)
     broker.emit_after("process_boot")
     return broker
+
+
+def add_knowledge_middleware(broker: dramatiq.Broker) -> None:
+    """Install the log/trace/run-bookkeeping middleware, placed so it sees Retries' verdict."""
+    from workers.middleware import KnowledgeMiddleware
+
+    broker.add_middleware(KnowledgeMiddleware(), before=Retries)
 
 
 def namespace(settings: Settings) -> str:
     """The Redis key namespace of this store's queues."""
     return f"knowledge:{settings.store_key}"
+
+
+# Distributed shape. A worker is declared dead when it has not touched the heartbeat set for this
+# long; its unacknowledged messages go back on their queue at the next maintenance pass (run on
+# MAINTENANCE_CHANCE per million broker commands). Worker processes also heartbeat from a thread
+# (workers/processes.py), so a long message never makes a live worker look dead.
+HEARTBEAT_TIMEOUT_MS = 10_000
+MAINTENANCE_CHANCE = 10_000
+# How long an idle consumer sleeps between polls: Dramatiq's 1000 ms default adds up to a second of
+# latency per hop; 100 ms keeps a three-hop run snappy at a few polls per second per queue.
+WORKER_TIMEOUT_MS = 100
+
+
+def redacted(url: str) -> str:
+    """The broker URL with any password replaced, fit for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def build_redis_broker(settings: Settings) -> RedisBroker:
+    """A RedisBroker on knowledge.broker.url, namespaced per store, with the knowledge middleware."""
+    if settings.broker is None:
+        raise BrokerError("no broker configured: set knowledge.broker.url or KNOWLEDGE_BROKER_URL")
+    client = redis.Redis.from_url(settings.broker.url, socket_connect_timeout=5, socket_timeout=30,
+                                  health_check_interval=15)
+    broker = RedisBroker(client=client, namespace=namespace(settings), heartbeat_timeout=HEARTBEAT_TIMEOUT_MS,
+                         maintenance_chance=MAINTENANCE_CHANCE)
+    add_knowledge_middleware(broker)
+    return broker
+
+
+def connect_broker(settings: Settings) -> RedisBroker:
+    """build_redis_broker, then ping Redis; BrokerError naming the URL when it is unreachable."""
+    broker = build_redis_broker(settings)
+    url = redacted(settings.broker.url)  # type: ignore[union-attr]
+    try:
+        broker.client.ping()
+    except redis.RedisError as exc:
+        broker.client.close()
+        raise BrokerError(f"cannot reach the broker at {url}: {exc}") from None
+    return broker

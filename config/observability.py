@@ -1,0 +1,175 @@
+"""Logging and tracing bootstrap, configured once per process.
+
+configure_logging sets up structlog (context variables merged first, JSON when stderr is not a
+terminal) and routes the standard library's loggers (Dramatiq's) through the same renderer.
+configure_tracing installs an OpenTelemetry TracerProvider: no exporter by default, OTLP over
+HTTP when OTEL_TRACES_EXPORTER=otlp or an OTEL_EXPORTER_OTLP_*ENDPOINT is set (the SDK reads the
+other OTEL_* variables itself), and, for tests, JSON lines of finished spans appended to the file
+named by KNOWLEDGE_TRACE_FILE so spans from subprocesses can be collected.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+ENV_LOG_LEVEL = "KNOWLEDGE_LOG_LEVEL"
+ENV_TRACE_FILE = "KNOWLEDGE_TRACE_FILE"
+TRACER_NAME = "knowledge"
+
+_lock = threading.Lock()
+_logging_done = False
+_tracing_service: str | None = None
+
+
+def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = None) -> None:
+    """Configure structlog and stdlib logging for this process (later calls are no-ops)."""
+    global _logging_done
+    env = os.environ if environ is None else environ
+    with _lock:
+        if _logging_done:
+            return
+        _logging_done = True
+        name = (env.get(ENV_LOG_LEVEL) or level).upper()
+        numeric = logging.getLevelName(name)
+        if not isinstance(numeric, int):
+            numeric = logging.INFO
+        timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+        shared: list[Any] = [
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            timestamper,
+        ]
+        renderer: Any = (
+            structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+        )
+        structlog.configure(
+            processors=[*shared, structlog.processors.format_exc_info, renderer],
+            wrapper_class=structlog.make_filtering_bound_logger(numeric),
+            logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+            cache_logger_on_first_use=True,
+        )
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+                foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+            )
+        )
+        root = logging.getLogger()
+        root.handlers[:] = [handler]
+        root.setLevel(max(numeric, logging.INFO))
+        # Dramatiq logs every consumer restart at INFO and more at DEBUG; keep its chatter at warnings
+        # unless debugging was asked for.
+        logging.getLogger("dramatiq").setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger carrying the per-message context."""
+    return structlog.get_logger(name)
+
+
+class JsonLinesSpanExporter:
+    """Append finished spans as JSON lines to a file (the test hook behind KNOWLEDGE_TRACE_FILE)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        """Write each span as one line with its ids, parent, service and attributes."""
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        lines = []
+        for span in spans:
+            ctx = span.get_span_context()
+            parent = span.parent
+            lines.append(json.dumps({
+                "name": span.name,
+                "trace_id": f"{ctx.trace_id:032x}",
+                "span_id": f"{ctx.span_id:016x}",
+                "parent_id": f"{parent.span_id:016x}" if parent is not None else None,
+                "service": span.resource.attributes.get("service.name"),
+                "pid": os.getpid(),
+                "status": span.status.status_code.name,
+                "attributes": {k: _plain(v) for k, v in (span.attributes or {}).items()},
+                "start_ns": span.start_time,
+                "end_ns": span.end_time,
+            }))
+        data = ("\n".join(lines) + "\n").encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Writes are synchronous."""
+        return True
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _wants_otlp(env: Mapping[str, str]) -> bool:
+    exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()}
+    if "none" in exporters:
+        return False
+    if "otlp" in exporters:
+        return True
+    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def configure_tracing(service: str, environ: Mapping[str, str] | None = None) -> None:
+    """Install this process's TracerProvider for `service` (later calls are no-ops)."""
+    global _tracing_service
+    env = os.environ if environ is None else environ
+    with _lock:
+        if _tracing_service is not None:
+            return
+        _tracing_service = service
+        if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+            return
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        if _wants_otlp(env):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        if env.get(ENV_TRACE_FILE):
+            provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(env[ENV_TRACE_FILE])))  # type: ignore[arg-type]
+        trace.set_tracer_provider(provider)
+
+
+def shutdown_tracing() -> None:
+    """Flush and stop the span processors (call before a process exits)."""
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    shutdown = getattr(provider, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+
+
+def tracer() -> Any:
+    """The knowledge tracer (a no-op tracer until configure_tracing ran)."""
+    from opentelemetry import trace
+
+    return trace.get_tracer(TRACER_NAME)

@@ -1,0 +1,161 @@
+"""Process mains of the distributed shape: `knowledge worker`, `knowledge writer` and the supervisor.
+
+A worker process consumes the ingest and embed queues only; the writer consumes the write queue
+with exactly one thread and holds the store's write lock for its lifetime. Both stop gracefully on
+SIGTERM or SIGINT (the message in hand finishes, prefetched ones go back to Redis). The supervisor
+behind `knowledge worker --processes N` runs N single-process workers and restarts one that dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import dramatiq
+import redis
+
+from config.observability import configure_logging, configure_tracing, get_logger, shutdown_tracing
+from config.settings import Settings
+from pipeline.lock import WriteLock
+from pipeline.store import Store
+from workers import queues
+from workers.actors import declare_actors
+from workers.broker import HEARTBEAT_TIMEOUT_MS, WORKER_TIMEOUT_MS, connect_broker, namespace, redacted
+from workers.redis_ledger import RedisLedger
+from workers.runtime import Runtime, install, uninstall
+
+STOP_TIMEOUT_MS = 30_000
+RESTART_DELAY_S = 1.0
+RESTART_LIMIT = 5
+RESTART_WINDOW_S = 60.0
+
+log = get_logger("knowledge.process")
+
+
+class Heartbeat(threading.Thread):
+    """Keeps this process's broker id fresh in the heartbeat set, however long a message runs."""
+
+    def __init__(self, broker: Any, every_s: float = HEARTBEAT_TIMEOUT_MS / 4000) -> None:
+        super().__init__(name="knowledge-heartbeat", daemon=True)
+        self.broker = broker
+        self.every_s = every_s
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        key = f"{self.broker.namespace}:__heartbeats__"
+        while not self.stopping.wait(self.every_s):
+            try:
+                self.broker.client.zadd(key, {self.broker.broker_id: int(time.time() * 1000)})
+            except redis.RedisError:
+                pass  # the consumers report the outage; heartbeats resume with Redis
+
+
+def _stop_event() -> threading.Event:
+    """An event set by SIGTERM or SIGINT."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: int, store: Store | None) -> int:
+    """Connect, install the runtime, consume queue_names until a stop signal; return the exit code."""
+    stop = _stop_event()
+    broker = connect_broker(settings)
+    actors = declare_actors(broker)
+    ledger = RedisLedger(broker.client, namespace(settings))
+    install(Runtime(settings, ledger, store, actors))
+    worker = dramatiq.Worker(broker, queues=set(queue_names), worker_threads=threads,
+                             worker_timeout=WORKER_TIMEOUT_MS)
+    heartbeat = Heartbeat(broker)
+    worker.start()
+    heartbeat.start()
+    log.info(f"{role} started", pid=os.getpid(), queues=sorted(queue_names), threads=threads,
+             broker=redacted(settings.broker.url), store=str(settings.db_path))  # type: ignore[union-attr]
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        log.info(f"{role} stopping", pid=os.getpid())
+        worker.stop(timeout=STOP_TIMEOUT_MS)
+        heartbeat.stopping.set()
+        broker.close()
+        uninstall()
+        shutdown_tracing()
+    return 0
+
+
+def run_worker(settings: Settings, threads: int) -> int:
+    """Main of one worker process: ingest (and embed) with `threads` threads."""
+    configure_logging()
+    configure_tracing("knowledge-worker")
+    return _serve(settings, "worker", queues.WORKER_QUEUES, threads, None)
+
+
+def run_writer(settings: Settings) -> int:
+    """Main of the writer: take the store's write lock (StoreBusy, exit 75, if held), apply with one thread."""
+    configure_logging()
+    configure_tracing("knowledge-writer")
+    lock = WriteLock(settings.store_dir)
+    lock.acquire("knowledge writer")
+    store: Store | None = None
+    try:
+        store = Store(settings.db_path)
+        return _serve(settings, "writer", queues.WRITER_QUEUES, 1, store)
+    finally:
+        if store is not None:
+            store.close()
+        lock.release()
+
+
+def supervise(child_argv: list[str], processes: int, spawn: Callable[[list[str]], Any] | None = None) -> int:
+    """Run `processes` copies of child_argv, restarting one that dies; stop them all on SIGTERM/SIGINT."""
+    configure_logging()
+    start = spawn or (lambda argv: subprocess.Popen(argv))
+    stop = _stop_event()
+    children: list[Any] = [start(child_argv) for _ in range(processes)]
+    log.info("worker processes started", pids=[c.pid for c in children])
+    restarts: list[float] = []
+    code = 0
+    try:
+        while not stop.wait(0.2):
+            for i, child in enumerate(children):
+                status = child.poll()
+                if status is None:
+                    continue
+                now = time.monotonic()
+                restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
+                if len(restarts) > RESTART_LIMIT:
+                    log.error("worker processes keep dying; giving up", last_pid=child.pid, last_status=status)
+                    code = 1
+                    stop.set()
+                    break
+                log.warning("worker process died; restarting it", pid=child.pid, status=status)
+                time.sleep(RESTART_DELAY_S)
+                children[i] = start(child_argv)
+    finally:
+        _stop_children(children)
+    return code
+
+
+def _stop_children(children: list[Any]) -> None:
+    """SIGTERM every child, wait for them (bounded), SIGKILL the stragglers."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_MS / 1000 + 5
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(timeout=5)
