@@ -80,10 +80,13 @@ def print_summary(summary: Any, as_json: bool) -> None:
 @pass_context
 def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool) -> None:
     """Index PATHS (default: knowledge.paths), incrementally by content hash."""
+    from config.observability import configure_logging, configure_tracing
     from workers.run import EmbeddedEngine, RunRequest
 
     settings = obj.settings
     echo_tier(tier_line(settings), as_json)
+    configure_logging("WARNING")
+    configure_tracing("knowledge-cli")
     request = RunRequest(paths=paths, reindex=reindex)
     request.roots(settings)
     view = ProgressView(as_json)

@@ -16,6 +16,7 @@ from typing import Any
 import dramatiq
 
 from config.errors import UsageError
+from config.observability import tracer
 from config.settings import Settings
 from pipeline import db
 from pipeline.fingerprint import StoredStat, classify
@@ -150,8 +151,11 @@ class EmbeddedEngine:
         """Index per request and wait for the run to finish."""
         assert self.runtime is not None
         run_id = new_run_id()
-        plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, run_id)
-        return follow(self.ledger, run_id, progress)
+        with tracer().start_as_current_span("index run", attributes={"knowledge.run_id": run_id,
+                                                                     "knowledge.mode": "embedded"}):
+            with tracer().start_as_current_span("walk"):
+                plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, run_id)
+            return follow(self.ledger, run_id, progress)
 
     def __exit__(self, *exc: Any) -> None:
         for worker in self.workers:
