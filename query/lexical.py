@@ -3,6 +3,11 @@
 User text reaches FTS5 only through build_query: it keeps runs of letters and digits, drops terms
 under two characters (reported), quotes each, caps the list at MAX_TERMS and ORs them, so no query
 text can carry FTS5 syntax.
+
+Chinese, Japanese and Korean runs in the query are also looked up in the trigram table over the
+chunks' CJK runs (the trigrams of runs of three or more characters, OR-ed and ranked by BM25;
+shorter runs by substring over the CJK column) and fused with the porter ranking by reciprocal rank fusion. A
+query without CJK characters takes exactly the porter path.
 """
 
 from __future__ import annotations
@@ -14,27 +19,34 @@ from typing import Any
 MAX_TERMS = 40
 FANOUT = 50
 HEADING_WEIGHT = 2.0
+RRF_K = 60
 
 _TERM = re.compile(r"[^\W_]+")
+CJK_RUN = re.compile(
+    "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3131-\u318f\u31a0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]+"
+)
+TRIGRAM = 3
 
 
 @dataclass(frozen=True)
 class LexicalQuery:
-    """The FTS5 expression built from free text and the terms it kept or dropped."""
+    """The FTS5 expression built from free text, the terms it kept or dropped, and its CJK runs."""
 
     expression: str
     terms: tuple[str, ...]
     dropped: tuple[str, ...] = field(default=())
+    cjk: tuple[str, ...] = field(default=())
 
 
 def terms_of(text: str) -> tuple[list[str], list[str]]:
-    """(kept, dropped) terms of free text: letter/digit runs, kept when 2+ characters, deduplicated."""
+    """(kept, dropped) terms of free text: letter/digit runs, kept when 2+ characters (or CJK), deduplicated."""
     kept: list[str] = []
     dropped: list[str] = []
     seen: set[str] = set()
     for term in _TERM.findall(text):
         key = term.lower()
-        if len(term) < 2:
+        if len(term) < 2 and not CJK_RUN.fullmatch(term):
             if key not in dropped:
                 dropped.append(key)
             continue
@@ -44,16 +56,34 @@ def terms_of(text: str) -> tuple[list[str], list[str]]:
     return kept, dropped
 
 
+def cjk_runs_of(text: str) -> list[str]:
+    """The distinct runs of CJK characters in text, in order (at most MAX_TERMS)."""
+    return list(dict.fromkeys(CJK_RUN.findall(text)))[:MAX_TERMS]
+
+
+def quote(text: str) -> str:
+    """text as one quoted FTS5 string (internal quotes doubled)."""
+    return '"' + text.replace('"', '""') + '"'
+
+
 def build_query(text: str) -> LexicalQuery:
     """The OR of quoted terms (at most MAX_TERMS) for text; expression is empty when none remain."""
     kept, dropped = terms_of(text)
     kept = kept[:MAX_TERMS]
-    expression = " OR ".join('"' + t.replace('"', '""') + '"' for t in kept)
-    return LexicalQuery(expression, tuple(kept), tuple(dropped))
+    expression = " OR ".join(quote(t) for t in kept)
+    return LexicalQuery(expression, tuple(kept), tuple(dropped), tuple(cjk_runs_of(text)))
 
 
 def search_ids(conn: Any, query: LexicalQuery, limit: int = FANOUT) -> list[tuple[int, float]]:
-    """(chunk id, bm25 score) best first; lower scores are better in FTS5."""
+    """(chunk id, score) best first, lower scores better: bm25, or negated RRF when CJK runs are fused."""
+    porter = _porter_ids(conn, query, limit)
+    if not query.cjk:
+        return porter
+    rankings = [[cid for cid, _ in porter]] + cjk_rankings(conn, query.cjk, limit)
+    return fuse(rankings, limit)
+
+
+def _porter_ids(conn: Any, query: LexicalQuery, limit: int) -> list[tuple[int, float]]:
     if not query.expression:
         return []
     rows = conn.execute(
@@ -62,3 +92,43 @@ def search_ids(conn: Any, query: LexicalQuery, limit: int = FANOUT) -> list[tupl
         (query.expression, limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def cjk_rankings(conn: Any, runs: tuple[str, ...] | list[str], limit: int = FANOUT) -> list[list[int]]:
+    """Chunk ids ranked per kind of CJK run: one trigram BM25 list, then one list per short run."""
+    rankings: list[list[int]] = []
+    grams = trigrams(runs)
+    if grams:
+        rows = conn.execute(
+            "SELECT rowid FROM chunks_fts_cjk WHERE chunks_fts_cjk MATCH ?"
+            " ORDER BY bm25(chunks_fts_cjk), rowid LIMIT ?",
+            (" OR ".join(quote(g) for g in grams), limit),
+        ).fetchall()
+        rankings.append([int(r[0]) for r in rows])
+    for run in (r for r in runs if len(r) < TRIGRAM):
+        rows = conn.execute(
+            "SELECT id FROM chunks WHERE cjk != '' AND instr(cjk, ?) > 0"
+            " ORDER BY (length(cjk) - length(replace(cjk, ?, ''))) * 1.0 / length(cjk) DESC, id LIMIT ?",
+            (run, run, limit),
+        ).fetchall()
+        rankings.append([int(r[0]) for r in rows])
+    return rankings
+
+
+def trigrams(runs: tuple[str, ...] | list[str]) -> list[str]:
+    """The distinct trigrams of runs of 3+ characters (at most MAX_TERMS), so an unsegmented sentence finds its words."""
+    grams: dict[str, None] = {}
+    for run in runs:
+        for i in range(len(run) - TRIGRAM + 1):
+            grams[run[i : i + TRIGRAM]] = None
+    return list(grams)[:MAX_TERMS]
+
+
+def fuse(rankings: list[list[int]], limit: int) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion (1-based ranks, k=RRF_K), ties to the smaller id; scores negated."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, cid in enumerate(ranking, start=1):
+            scores[cid] = scores.get(cid, 0.0) + 1.0 / (RRF_K + rank)
+    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return [(cid, -score) for cid, score in ordered]

@@ -1,0 +1,158 @@
+"""The enumerate commands: `match` (aliases `enumerate`, `which`) and `words`."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import click
+
+from config.errors import EXIT_FAILURE, IndexNotBuilt, KnowledgeError, QueryError, UsageError
+from query import words as vocab
+from query.cli import Context, cli, echo_json, echo_tier, pass_context
+from query.enumerate import SORTS, STATUS_OK, STATUS_QUERY_EMPTY, EnumerateResult, enumerate_documents, to_json
+from query.terminal import clean
+from query.tier import tier_line
+
+DEFAULT_LIMIT = 50
+
+
+def _table(columns: list[tuple[str, str]]) -> object:
+    from rich.table import Table
+
+    table = Table()
+    for name, justify in columns:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    return table
+
+
+def _print_table(table: object) -> None:
+    from rich.console import Console
+
+    Console(soft_wrap=False, width=max(100, shutil.get_terminal_size((100, 24)).columns)).print(table)
+
+
+def _text(value: str) -> object:
+    from rich.text import Text
+
+    return Text(clean(value))
+
+
+@click.command("match")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
+@click.option("--all", "show_all", is_flag=True, help="List every matching document.")
+@click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
+@click.option("--paths-only", is_flag=True, help="Print only the paths, one per line.")
+@click.option("--count", "count_only", is_flag=True, help="Print only the number of matching documents.")
+@click.option("--exit-code", is_flag=True, help="Exit 1 when no document matches (off by default: an empty answer is an answer).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def match_command(
+    obj: Context, query: str, limit: int | None, show_all: bool, sort: str, paths_only: bool,
+    count_only: bool, exit_code: bool, as_json: bool,
+) -> None:
+    """List every document containing all the words of QUERY, completely and unranked.
+
+    QUERY takes bare words (any form of each), "quoted phrases", -word to exclude, and heading:word
+    or body:word to scope a term. OR, AND, NOT, NEAR and * are refused with what to write instead.
+    """
+    from query.citations import CitationMapper
+
+    settings = obj.settings
+    machine = as_json or paths_only or count_only
+    echo_tier(tier_line(settings), machine)
+    if show_all or (limit is None and (paths_only or count_only)):
+        wanted = None
+    else:
+        wanted = limit or DEFAULT_LIMIT
+    result = enumerate_documents(settings, query, 0 if count_only else wanted, sort)
+    mapper = CitationMapper.from_settings(settings)
+    if as_json:
+        echo_json(to_json(result, mapper.cite_chunk))
+    elif paths_only or count_only:
+        _refuse_unanswered(result)
+        if count_only:
+            click.echo(str(result.matched))
+        for doc in result.documents:
+            click.echo(clean(doc.path))
+    else:
+        _render(result, mapper)
+    if exit_code and result.matched == 0:
+        sys.exit(EXIT_FAILURE)
+
+
+def _refuse_unanswered(result: EnumerateResult) -> None:
+    """A pipe must never read 'not built' or 'no terms' as 'no documents'."""
+    if result.status == STATUS_QUERY_EMPTY:
+        raise QueryError(result.note)
+    if result.status != STATUS_OK:
+        raise IndexNotBuilt(result.note) if result.status == "index_not_built" else KnowledgeError(result.note)
+
+
+def _render(result: EnumerateResult, mapper: object) -> None:
+    for rep in result.terms:
+        forms = [f for f in rep.related if f != rep.term.text.lower()]
+        extra = f"; forms: {', '.join(forms)}" if forms else ""
+        click.echo(
+            f"term {clean(rep.term.label)}: {rep.any_form} documents in any form, {rep.as_written} as written "
+            f"(stem {clean(rep.stem)}{clean(extra)})"
+        )
+    if result.documents:
+        mapped = getattr(mapper, "configured", False)
+        table = _table([("Path", "left"), ("Body", "right"), ("Heading", "right")] + ([("Mapped", "left")] if mapped else []))
+        for doc in result.documents:
+            cells = [_text(doc.path), str(doc.body_matches), str(doc.heading_matches)]
+            if mapped:
+                cells.append(_text(mapper.map_chunk(doc.path, doc.ordinal, doc.section) or ""))  # type: ignore[attr-defined]
+            table.add_row(*cells)  # type: ignore[attr-defined]
+        _print_table(table)
+    click.echo(f"note: {clean(result.note)}")
+
+
+cli.add_command(match_command, "match")
+cli.add_command(match_command, "enumerate")
+cli.add_command(match_command, "which")
+
+
+@cli.command("words")
+@click.argument("pattern", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every word with its stem and document counts).")
+@pass_context
+def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
+    """List the words the documents contain; PATTERN (a regular expression) narrows the list.
+
+    A short list shows each word's stem and how many documents hold it as written and in any form
+    (what `knowledge match WORD` reports); a long list is plain words, several to a line.
+    """
+    settings = obj.settings
+    echo_tier(tier_line(settings), as_json)
+    result = vocab.list_words(settings, pattern, counts=True if as_json else None)
+    if result.status == vocab.STATUS_PATTERN_INVALID:
+        raise UsageError(result.note or "invalid pattern")
+    if as_json:
+        if result.status == vocab.STATUS_NOT_BUILT:
+            raise IndexNotBuilt(result.note or vocab.NOTE_NOT_BUILT)
+        echo_json(result.to_json())
+        return
+    if result.status != vocab.STATUS_OK or not result.words:
+        click.echo(f"note: {clean(result.note or '')}")
+        return
+    if result.short:
+        table = _table([("Word", "left"), ("Stem", "left"), ("As written", "right"), ("Any form", "right")])
+        for info in vocab.by_counts(result.words):
+            table.add_row(_text(info.word), _text(info.stem), str(info.as_written), str(info.any_form))  # type: ignore[attr-defined]
+        _print_table(table)
+        return
+    columns(
+        [clean(w.word) for w in result.words], shutil.get_terminal_size((100, 24)).columns
+    )
+    click.echo(f"{len(result.words)} words")
+
+
+def columns(items: list[str], width: int) -> None:
+    """Print items several to a line in aligned columns."""
+    cell = max(len(i) for i in items) + 2
+    per_line = max(1, width // cell)
+    for start in range(0, len(items), per_line):
+        click.echo("".join(i.ljust(cell) for i in items[start : start + per_line]).rstrip())

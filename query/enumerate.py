@@ -1,0 +1,417 @@
+"""match / knowledge_enumerate: which documents contain the words, completely and unranked.
+
+FTS5 booleans see one row, and a row is one chunk, so each term runs as its own document-set query
+and the sets are intersected and subtracted here, holding only document ids. The query language
+is small and closed: bare words, quoted phrases, a leading minus, and heading:/body: scoping.
+OR, AND, NOT, NEAR and `*` are rejected by name, because FTS5 would silently answer another
+question. User text reaches FTS5 only as one quoted string per term, with a column filter chosen
+from a fixed table. CJK runs are matched as substrings through the trigram table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.errors import QueryError
+from config.settings import Settings
+from query.lexical import CJK_RUN, TRIGRAM, quote
+from query.reader import Reader, open_reader
+from query.words import STEMMER, document_count, related_forms
+
+STATUS_OK = "ok"
+STATUS_NOT_BUILT = "index_not_built"
+STATUS_CORPUS_EMPTY = "corpus_empty"
+STATUS_QUERY_EMPTY = "query_empty"
+
+NOTE_NOT_BUILT = (
+    "no index has been built yet, so nothing can be enumerated; run `knowledge index` to build it"
+)
+NOTE_CORPUS_EMPTY = (
+    "the index holds no documents, so an empty answer says nothing about the words; "
+    "check knowledge.paths and run `knowledge index`"
+)
+NOTE_QUERY_EMPTY = (
+    "the query has no term to match (words need two or more letters or digits), so nothing was "
+    "enumerated and an empty answer says nothing about the documents"
+)
+
+SORTS = ("matches", "path")
+FIELDS = {"heading": "heading_path", "body": "body"}
+_SCOPES: dict[str | None, tuple[str, ...]] = {None: ("body", "heading_path"), "heading": ("heading_path",), "body": ("body",)}
+_OPERATORS = {
+    "OR": "OR is not supported: match lists the documents holding every term; run one match per alternative",
+    "AND": "AND is not needed: every term is already required; write the words side by side, as `api policy`",
+    "NOT": "NOT is not supported: write a leading minus to exclude a word, as `api -deprecated`",
+    "NEAR": 'NEAR is not supported: write a quoted phrase for adjacent words, as `"retention policy"`, or the words side by side to require both anywhere in a document',
+}
+_FIELD = re.compile(r"([^\W\d][\w-]*):")
+_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of a match query: its text, whether quoted, its field, and whether it excludes."""
+
+    text: str
+    phrase: bool = False
+    field: str | None = None
+    negated: bool = False
+    cjk: bool = False
+
+    @property
+    def label(self) -> str:
+        """The term as it would be written in a query."""
+        body = quote(self.text) if self.phrase else self.text
+        scope = f"{self.field}:" if self.field else ""
+        return f"{'-' if self.negated else ''}{scope}{body}"
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """The terms of a query and the ones dropped for being under two characters."""
+
+    terms: tuple[Term, ...]
+    dropped: tuple[str, ...] = ()
+
+
+def parse(text: str) -> ParsedQuery:
+    """Parse the match language; raise QueryError naming what to write instead."""
+    raw: list[Term] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+            continue
+        negated = text[i] == "-"
+        if negated:
+            i += 1
+            if i >= n or text[i].isspace():
+                raise QueryError("a bare `-` excludes nothing: write it directly before a word, as `api -deprecated`")
+        scope: str | None = None
+        found = _FIELD.match(text, i)
+        if found:
+            name = found.group(1)
+            i = found.end()
+            if name.lower() not in FIELDS:
+                raise QueryError(
+                    f"unknown field `{name}:`; the fields are heading: and body: "
+                    f"(to match the word itself, write {name} without the colon)"
+                )
+            if i >= n or text[i].isspace():
+                raise QueryError(f"`{name}:` needs a term right after it, as {name}:word or {name}:\"a phrase\"")
+            scope = name.lower()
+        if text[i] == '"':
+            close = text.find('"', i + 1)
+            if close < 0:
+                raise QueryError('unbalanced quote: close the phrase with a second `"`, as "retention policy"')
+            body, phrase, i = text[i + 1 : close], True, close + 1
+        else:
+            end = i
+            while end < n and not text[end].isspace() and text[end] != '"':
+                end += 1
+            body, phrase, i = text[i:end], False, end
+            _reject_operator(body)
+        if "*" in body:
+            raise QueryError(
+                "`*` is not supported: a prefix search against a stemmed index can return fewer documents "
+                "as the prefix grows; list the words with `knowledge words '^prefix'` and match them"
+            )
+        raw.append(Term(body, phrase, scope, negated))
+    if raw and all(t.negated for t in raw):
+        raise QueryError("a query of only exclusions has nothing to subtract from: add a word to match, as `api -deprecated`")
+    return _split_and_drop(raw)
+
+
+def _reject_operator(word: str) -> None:
+    if word in _OPERATORS:
+        raise QueryError(_OPERATORS[word])
+    if word.startswith("NEAR") and (len(word) == 4 or not word[4].isalnum()):
+        raise QueryError(_OPERATORS["NEAR"])
+
+
+def _split_and_drop(raw: list[Term]) -> ParsedQuery:
+    terms: list[Term] = []
+    dropped: list[str] = []
+    for term in raw:
+        runs = CJK_RUN.findall(term.text)
+        rest = CJK_RUN.sub(" ", term.text).strip() if runs else term.text
+        for run in runs:
+            terms.append(Term(run, False, term.field, term.negated, cjk=True))
+        if runs and not _WORD.search(rest):
+            continue
+        letters = "".join(_WORD.findall(rest))
+        if len(letters) < 2:
+            dropped.append(term.label)
+            continue
+        terms.append(Term(rest, term.phrase, term.field, term.negated))
+    unique = tuple(dict.fromkeys(terms))
+    return ParsedQuery(unique, tuple(dict.fromkeys(dropped)))
+
+
+@dataclass
+class DocumentHits:
+    """How one document matched one term: chunks matching in body and in heading, first chunk."""
+
+    body: int = 0
+    heading: int = 0
+    first: int = 1 << 62
+
+
+@dataclass(frozen=True)
+class TermReport:
+    """What one term found: documents in any form and as written, its stem and related forms."""
+
+    term: Term
+    any_form: int
+    as_written: int
+    stem: str
+    related: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape of one term's report."""
+        return {
+            "term": self.term.text,
+            "query": self.term.label,
+            "field": self.term.field,
+            "excluded": self.term.negated,
+            "phrase": self.term.phrase,
+            "documents_any_form": self.any_form,
+            "documents_as_written": self.as_written,
+            "stem": self.stem,
+            "related_forms": list(self.related),
+        }
+
+
+@dataclass(frozen=True)
+class MatchedDocument:
+    """One matching document, its match counts (body and heading apart) and first matching chunk."""
+
+    path: str
+    body_matches: int
+    heading_matches: int
+    ordinal: int
+    section: str
+
+
+@dataclass
+class EnumerateResult:
+    """A complete answer: every matching document (up to limit), the total, per-term reports."""
+
+    status: str
+    note: str
+    query: str
+    terms: list[TermReport] = field(default_factory=list)
+    dropped: tuple[str, ...] = ()
+    matched: int = 0
+    documents: list[MatchedDocument] = field(default_factory=list)
+
+    @property
+    def limited(self) -> bool:
+        """Whether fewer documents are listed than matched."""
+        return len(self.documents) < self.matched
+
+
+def enumerate_documents(
+    settings: Settings,
+    text: str,
+    limit: int | None = None,
+    sort: str = "matches",
+    reader: Reader | None = None,
+) -> EnumerateResult:
+    """Every document holding all positive terms and none of the excluded; raise QueryError on bad syntax."""
+    if sort not in SORTS:
+        raise QueryError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}")
+    parsed = parse(text)
+    own = reader is None
+    reader = reader or open_reader(settings)
+    if reader is None:
+        return EnumerateResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, text, dropped=parsed.dropped)
+    try:
+        return _enumerate(reader, text, parsed, limit, sort)
+    finally:
+        if own:
+            reader.close()
+
+
+def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None, sort: str) -> EnumerateResult:
+    if reader.document_count() == 0:
+        return EnumerateResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, text, dropped=parsed.dropped)
+    positives = [t for t in parsed.terms if not t.negated]
+    if not positives:
+        note = NOTE_QUERY_EMPTY
+        if parsed.dropped:
+            note += "; dropped terms under two characters: " + ", ".join(parsed.dropped)
+        return EnumerateResult(STATUS_QUERY_EMPTY, note, text, dropped=parsed.dropped)
+    conn = reader.conn
+    sets = {term: term_documents(conn, term) for term in parsed.terms}
+    reports = [report(conn, term, len(sets[term])) for term in parsed.terms]
+    ordered = sorted(positives, key=lambda t: len(sets[t]))
+    matching = set(sets[ordered[0]])
+    for term in ordered[1:]:
+        matching &= sets[term].keys()
+    for term in parsed.terms:
+        if term.negated:
+            matching -= sets[term].keys()
+    totals: dict[int, DocumentHits] = {}
+    for doc_id in matching:
+        total = DocumentHits()
+        for term in positives:
+            hits = sets[term][doc_id]
+            total.body += hits.body
+            total.heading += hits.heading
+            total.first = min(total.first, hits.first)
+        totals[doc_id] = total
+    documents = _hydrate(conn, totals, sort, limit)
+    result = EnumerateResult(STATUS_OK, "", text, reports, parsed.dropped, len(matching), documents)
+    result.note = ok_note(result)
+    return result
+
+
+def ok_note(result: EnumerateResult, shown: int | None = None) -> str:
+    """The note of a successful answer: what it means, what was dropped, what the limit hid."""
+    shown = len(result.documents) if shown is None else shown
+    if result.matched:
+        parts = [
+            f"complete: {result.matched} document{'s' if result.matched != 1 else ''} hold every term "
+            "(in any form of each word) and none of the exclusions; the list is not ranked"
+        ]
+    else:
+        parts = [
+            "complete: no document holds every term in any form; an empty answer means the documents "
+            "do not contain these words (`knowledge words` lists the words they use)"
+        ]
+    if shown < result.matched:
+        parts.append(f"listing {shown} of {result.matched}")
+    if result.dropped:
+        parts.append("dropped terms under two characters: " + ", ".join(result.dropped))
+    return "; ".join(parts)
+
+
+def fts_expression(term: Term, column: str | None) -> str:
+    """The FTS5 expression of a term: one quoted string, with a column filter from a fixed table."""
+    phrase = quote(term.text)
+    return f"{{{column}}} : {phrase}" if column else phrase
+
+
+def term_documents(conn: Any, term: Term, table: str = "chunks_fts") -> dict[int, DocumentHits]:
+    """The documents one term matches (in any form), with per-column chunk counts."""
+    if term.cjk:
+        return _cjk_documents(conn, term)
+    found: dict[int, DocumentHits] = {}
+    for column in _SCOPES[term.field]:
+        rows = conn.execute(
+            f"SELECT c.document_id, count(*), min(c.ordinal) FROM {table} f JOIN chunks c ON c.id = f.rowid"
+            f" WHERE {table} MATCH ? GROUP BY c.document_id",
+            (fts_expression(term, column),),
+        ).fetchall()
+        for doc_id, count, first in rows:
+            hits = found.setdefault(int(doc_id), DocumentHits())
+            if column == "body":
+                hits.body += int(count)
+            else:
+                hits.heading += int(count)
+            hits.first = min(hits.first, int(first))
+    return found
+
+
+def _cjk_documents(conn: Any, term: Term) -> dict[int, DocumentHits]:
+    run = term.text
+    if len(run) >= TRIGRAM:
+        candidates = "c.id IN (SELECT rowid FROM chunks_fts_cjk WHERE chunks_fts_cjk MATCH ?)"
+        arg = quote(run)
+    else:
+        candidates = "c.cjk != '' AND instr(c.cjk, ?) > 0"
+        arg = run
+    rows = conn.execute(
+        "SELECT c.document_id, c.ordinal, instr(c.body, ?) > 0, instr(c.heading_path, ?) > 0"
+        f" FROM chunks c WHERE {candidates}",
+        (run, run, arg),
+    ).fetchall()
+    found: dict[int, DocumentHits] = {}
+    for doc_id, ordinal, in_body, in_heading in rows:
+        in_body = bool(in_body) and term.field in (None, "body")
+        in_heading = bool(in_heading) and term.field in (None, "heading")
+        if not (in_body or in_heading):
+            continue
+        hits = found.setdefault(int(doc_id), DocumentHits())
+        hits.body += int(in_body)
+        hits.heading += int(in_heading)
+        hits.first = min(hits.first, int(ordinal))
+    return found
+
+
+def report(conn: Any, term: Term, any_form: int) -> TermReport:
+    """A term's report: documents in any form (given) and as written, its stem, related forms."""
+    if term.cjk:
+        return TermReport(term, any_form, any_form, term.text)
+    as_written = len(term_documents(conn, term, "chunks_fts_exact"))
+    words = [w.lower() for w in _WORD.findall(term.text)]
+    stems = STEMMER.stems(words)
+    stem = " ".join(stems[w] for w in words)
+    related = tuple(related_forms(conn, stem)) if len(words) == 1 else ()
+    return TermReport(term, any_form, as_written, stem, related)
+
+
+def _hydrate(conn: Any, totals: dict[int, DocumentHits], sort: str, limit: int | None) -> list[MatchedDocument]:
+    if not totals or limit == 0:
+        return []
+    paths = _paths(conn, list(totals))
+    if sort == "path":
+        order = sorted(totals, key=lambda d: paths[d])
+    else:
+        order = sorted(totals, key=lambda d: (-totals[d].body, -totals[d].heading, paths[d]))
+    if limit is not None:
+        order = order[: max(0, limit)]
+    sections = _sections(conn, [(d, totals[d].first) for d in order])
+    return [
+        MatchedDocument(paths[d], totals[d].body, totals[d].heading, totals[d].first, sections.get(d, ""))
+        for d in order
+    ]
+
+
+def _paths(conn: Any, doc_ids: list[int]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for start in range(0, len(doc_ids), 500):
+        batch = doc_ids[start : start + 500]
+        marks = ",".join("?" * len(batch))
+        out.update(conn.execute(f"SELECT id, path FROM documents WHERE id IN ({marks})", batch).fetchall())
+    return out
+
+
+def _sections(conn: Any, firsts: list[tuple[int, int]]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for start in range(0, len(firsts), 250):
+        batch = firsts[start : start + 250]
+        where = " OR ".join("(document_id = ? AND ordinal = ?)" for _ in batch)
+        args = [v for pair in batch for v in pair]
+        out.update(conn.execute(f"SELECT document_id, heading_path FROM chunks WHERE {where}", args).fetchall())
+    return out
+
+
+def to_json(result: EnumerateResult, cite: Any = None) -> dict[str, Any]:
+    """The `match --json` shape; cite(path, ordinal, section) gives each document's citation."""
+    documents = []
+    for doc in result.documents:
+        entry: dict[str, Any] = {"path": doc.path}
+        if cite is not None:
+            entry["citation"] = cite(doc.path, doc.ordinal, doc.section)
+        entry.update(
+            {
+                "index_ref": f"{doc.path}#{doc.ordinal}",
+                "body_matches": doc.body_matches,
+                "heading_matches": doc.heading_matches,
+            }
+        )
+        documents.append(entry)
+    return {
+        "status": result.status,
+        "note": result.note,
+        "query": result.query,
+        "matched": result.matched,
+        "returned": len(result.documents),
+        "dropped_terms": list(result.dropped),
+        "terms": [r.to_json() for r in result.terms],
+        "documents": documents,
+    }

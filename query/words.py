@@ -1,0 +1,257 @@
+"""The vocabulary: every word the documents contain, its porter stem, and its document counts.
+
+Words come from chunks_vocab (the exact, unstemmed table). Stems are computed by SQLite's own
+porter tokenizer in a scratch in-memory database, so they can never drift from the index's.
+"As written" counts documents holding the word itself; "any form" counts documents holding any
+word sharing its stem, which is what `knowledge match <word>` reports.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.settings import Settings
+from pipeline import db
+from query.reader import Reader, open_reader
+
+SHORT_LIST = 20
+BULK_COUNTS = 200
+RELATED_MAX = 20
+_STEM_CACHE_MAX = 200_000
+
+STATUS_OK = "ok"
+STATUS_NOT_BUILT = "index_not_built"
+STATUS_CORPUS_EMPTY = "corpus_empty"
+STATUS_PATTERN_INVALID = "pattern_invalid"
+
+NOTE_NOT_BUILT = "no index has been built yet; run `knowledge index` to build it"
+NOTE_CORPUS_EMPTY = "the index holds no documents, so it has no vocabulary; check knowledge.paths and run `knowledge index`"
+
+_CJK_CHAR = re.compile(
+    "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3131-\u318f\u31a0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
+)
+
+
+class Stemmer:
+    """SQLite's porter tokenizer over a scratch in-memory FTS5 table, with a cache."""
+
+    def __init__(self) -> None:
+        self._conn: Any = None
+        self._lock = threading.Lock()
+        self._cache: dict[str, str] = {}
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            conn = db.memory_connection()
+            conn.execute("CREATE VIRTUAL TABLE scratch USING fts5(w, tokenize='porter unicode61')")
+            conn.execute("CREATE VIRTUAL TABLE scratch_tokens USING fts5vocab(scratch, 'instance')")
+            self._conn = conn
+        return self._conn
+
+    def stems(self, words: Iterable[str]) -> dict[str, str]:
+        """The porter stem of each word ('' when it has no token; tokens space-joined if several)."""
+        wanted = list(dict.fromkeys(words))
+        with self._lock:
+            missing = [w for w in wanted if w not in self._cache]
+            if missing:
+                if len(self._cache) + len(missing) > _STEM_CACHE_MAX:
+                    self._cache.clear()
+                self._cache.update(self._compute(missing))
+            return {w: self._cache[w] for w in wanted}
+
+    def stem(self, word: str) -> str:
+        """The porter stem of one word."""
+        return self.stems([word])[word]
+
+    def _compute(self, words: list[str]) -> dict[str, str]:
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("INSERT INTO scratch(rowid, w) VALUES (?, ?)", list(enumerate(words)))
+            rows = conn.execute("SELECT doc, term FROM scratch_tokens ORDER BY doc, offset").fetchall()
+            conn.execute("DELETE FROM scratch")
+        finally:
+            conn.execute("COMMIT")
+        parts: dict[int, list[str]] = {}
+        for doc, term in rows:
+            parts.setdefault(int(doc), []).append(str(term))
+        return {w: " ".join(parts.get(i, [])) for i, w in enumerate(words)}
+
+
+STEMMER = Stemmer()
+
+
+def is_cjk(text: str) -> bool:
+    """Whether text contains a Chinese, Japanese or Korean character."""
+    return _CJK_CHAR.search(text) is not None
+
+
+def vocabulary(conn: Any) -> list[str]:
+    """Every word of the exact table, sorted; single characters only when CJK."""
+    rows = conn.execute("SELECT term FROM chunks_vocab ORDER BY term").fetchall()
+    return [str(t) for (t,) in rows if len(t) >= 2 or is_cjk(t)]
+
+
+def _prefix_for(stem: str) -> str:
+    # Porter rewrites at most the last character or two of a word (y -> i, an added e), so every
+    # word with this stem starts with the stem minus its last two characters.
+    keep = len(stem) - 2 if len(stem) > 4 else len(stem) - 1
+    return stem[: max(1, keep)]
+
+
+def related_forms(conn: Any, stem: str, limit: int = RELATED_MAX) -> list[str]:
+    """Words of the index whose porter stem is stem (at most limit, sorted)."""
+    if not stem or " " in stem:
+        return []
+    prefix = _prefix_for(stem)
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    rows = conn.execute(
+        "SELECT term FROM chunks_vocab WHERE term >= ? AND term < ? ORDER BY term", (prefix, upper)
+    ).fetchall()
+    candidates = [str(t) for (t,) in rows]
+    stems = STEMMER.stems(candidates)
+    return [w for w in candidates if stems[w] == stem][:limit]
+
+
+def fts_phrase(text: str) -> str:
+    """text as one quoted FTS5 string (internal quotes doubled): no query syntax survives."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def document_count(conn: Any, table: str, expression: str) -> int:
+    """Documents with at least one chunk matching an FTS5 expression in table."""
+    row = conn.execute(
+        f"SELECT count(DISTINCT c.document_id) FROM {table} f JOIN chunks c ON c.id = f.rowid"
+        f" WHERE {table} MATCH ?",
+        (expression,),
+    ).fetchone()
+    return int(row[0])
+
+
+def document_counts(conn: Any, words: list[str], stems: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """(as written, any form) document counts per word; one pass over the index for long lists."""
+    if len(words) <= BULK_COUNTS:
+        any_form: dict[str, int] = {}
+        out: dict[str, tuple[int, int]] = {}
+        for word in words:
+            stem = stems[word]
+            if stem not in any_form:
+                any_form[stem] = document_count(conn, "chunks_fts", fts_phrase(word))
+            out[word] = (document_count(conn, "chunks_fts_exact", fts_phrase(word)), any_form[stem])
+        return out
+    exact = _bulk_counts(conn, "chunks_fts_exact")
+    stemmed = _bulk_counts(conn, "chunks_fts")
+    return {w: (exact.get(w, 0), stemmed.get(stems[w], 0)) for w in words}
+
+
+def _bulk_counts(conn: Any, table: str) -> dict[str, int]:
+    """Documents per token of table, from its instance vocabulary (a temp table on this connection)."""
+    view = f"temp.{table}_instances"
+    conn.execute("PRAGMA query_only = OFF")
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {view} USING fts5vocab(main, {table}, 'instance')")
+    finally:
+        conn.execute("PRAGMA query_only = ON")
+    doc_of = dict(conn.execute("SELECT id, document_id FROM chunks").fetchall())
+    counts: dict[str, int] = {}
+    current: str | None = None
+    documents: set[int] = set()
+    # The instance vocabulary yields rows grouped by term, so one term's documents are in hand at once.
+    for term, chunk in conn.execute(f"SELECT term, doc FROM {view}"):
+        if term != current:
+            if current is not None:
+                counts[current] = len(documents)
+            current, documents = term, set()
+        documents.add(doc_of.get(chunk, -1))
+    if current is not None:
+        counts[current] = len(documents)
+    return counts
+
+
+@dataclass(frozen=True)
+class WordInfo:
+    """One vocabulary word with its stem and (when computed) document counts."""
+
+    word: str
+    stem: str
+    as_written: int | None = None
+    any_form: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `words --json` shape of one word."""
+        return {"word": self.word, "stem": self.stem, "as_written": self.as_written, "any_form": self.any_form}
+
+
+@dataclass
+class WordsResult:
+    """The vocabulary (or the part a pattern selects), with a status and note."""
+
+    status: str
+    note: str | None = None
+    pattern: str | None = None
+    words: list[WordInfo] = field(default_factory=list)
+    vocabulary_size: int = 0
+
+    @property
+    def short(self) -> bool:
+        """Whether the list is short enough to be shown with its counts."""
+        return len(self.words) <= SHORT_LIST
+
+    def to_json(self) -> dict[str, Any]:
+        """The `words --json` shape."""
+        out: dict[str, Any] = {"status": self.status}
+        if self.note:
+            out["note"] = self.note
+        out.update(
+            {
+                "pattern": self.pattern,
+                "vocabulary_size": self.vocabulary_size,
+                "count": len(self.words),
+                "words": [w.to_json() for w in self.words],
+            }
+        )
+        return out
+
+
+def list_words(
+    settings: Settings, pattern: str | None = None, counts: bool | None = None, reader: Reader | None = None
+) -> WordsResult:
+    """The words matching pattern (a case-insensitive regex); never raises for any pattern text.
+
+    counts: None computes document counts only for a short list; True always; False never.
+    """
+    try:
+        regex = re.compile(pattern, re.IGNORECASE) if pattern else None
+    except (re.error, OverflowError, RecursionError) as exc:
+        return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
+    own = reader is None
+    reader = reader or open_reader(settings)
+    if reader is None:
+        return WordsResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, pattern)
+    try:
+        if reader.document_count() == 0:
+            return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
+        vocab = vocabulary(reader.conn)
+        selected = [w for w in vocab if regex is None or regex.search(w)]
+        stems = STEMMER.stems(selected)
+        want_counts = len(selected) <= SHORT_LIST if counts is None else counts
+        if not want_counts:
+            infos = [WordInfo(w, stems[w]) for w in selected]
+        else:
+            by_word = document_counts(reader.conn, selected, stems)
+            infos = [WordInfo(w, stems[w], *by_word[w]) for w in selected]
+        note = None if selected else f"no word of the index matches {pattern!r}"
+        return WordsResult(STATUS_OK, note, pattern, infos, len(vocab))
+    finally:
+        if own:
+            reader.close()
+
+
+def by_counts(words: list[WordInfo]) -> list[WordInfo]:
+    """The short-list order: most documents in any form, then as written, then alphabetical."""
+    return sorted(words, key=lambda w: (-(w.any_form or 0), -(w.as_written or 0), w.word))

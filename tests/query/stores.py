@@ -1,0 +1,68 @@
+"""Build real knowledge stores for query tests without running the pipeline: chunk and apply."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from pathlib import Path
+from typing import Any
+
+from config.loader import settings_from_mapping
+from config.settings import Settings
+from pipeline.chunker import chunk_text
+from pipeline.models import Document
+from pipeline.store import Store
+
+
+def store_settings(base: Path, **block: Any) -> Settings:
+    """Settings whose store lives under base."""
+    return settings_from_mapping(block, store_base=base)
+
+
+def build_store(settings: Settings, docs: dict[str, str]) -> Settings:
+    """Write docs ({stored path: markdown}) into the store of settings, as the writer would."""
+    store = Store(settings.db_path)
+    try:
+        for path, text in docs.items():
+            chunked = chunk_text(text)
+            data = text.encode()
+            store.apply(
+                Document(
+                    path=path,
+                    root=path.split("/", 1)[0],
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    mtime_ns=1,
+                    title=chunked.title,
+                    chunks=chunked.chunks,
+                )
+            )
+    finally:
+        store.close()
+    return settings
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+DOCS = {
+    "docs/retention.md": (
+        "# Retention policy\n\nLogs are kept for a week and then deleted.\n\n"
+        "## Exceptions\n\nAudit records are deprecated after a year.\n"
+    ),
+    "docs/split.md": (
+        "# Storage\n\nThe retention of backups is set per bucket.\n\n"
+        + "filler words about nothing in particular. " * 40
+        + "\n\n## Rules\n\nEvery policy is reviewed quarterly.\n"
+    ),
+    "docs/api.md": (
+        "# API\n\nThe old endpoint is deprecated; the deprecation notice went out in May.\n\n"
+        "## Deprecations\n\nWe deprecate one endpoint a year.\n"
+    ),
+    "docs/guide.md": "# Guide\n\nThe API guide explains how to call the endpoint.\n",
+    "notes.md": "# Notes\n\nRetention policy drafts and API notes.\n",
+}

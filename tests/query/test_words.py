@@ -1,0 +1,100 @@
+"""words: the vocabulary with SQLite's own porter stems and document counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.store import Store
+from query import words
+from query.reader import open_reader
+from tests.query.stores import DOCS, build_store, store_settings
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory):
+    return build_store(store_settings(tmp_path_factory.mktemp("words")), DOCS)
+
+
+def test_stems_come_from_sqlites_porter_tokenizer() -> None:
+    stems = words.STEMMER.stems(["deprecated", "deprecation", "Happiness", "Café", "running", "a-b", "!!"])
+    assert stems == {
+        "deprecated": "deprec", "deprecation": "deprec", "Happiness": "happi", "Café": "cafe",
+        "running": "run", "a-b": "a b", "!!": "",
+    }
+
+
+def test_a_short_list_carries_stem_and_both_document_counts(built) -> None:
+    result = words.list_words(built, "^deprec")
+    assert result.status == "ok" and result.short
+    table = {w.word: (w.stem, w.as_written, w.any_form) for w in result.words}
+    assert table == {
+        "deprecate": ("deprec", 1, 2),
+        "deprecated": ("deprec", 2, 2),
+        "deprecation": ("deprec", 1, 2),
+        "deprecations": ("deprec", 1, 2),
+    }
+    assert [w.word for w in words.by_counts(result.words)][0] == "deprecated"
+
+
+def test_the_pattern_is_a_case_insensitive_regex(built) -> None:
+    assert [w.word for w in words.list_words(built, "^RETENT").words] == ["retention"]
+    assert words.list_words(built, "zzz").note == "no word of the index matches 'zzz'"
+
+
+def test_an_invalid_pattern_is_a_status_not_an_exception(built) -> None:
+    result = words.list_words(built, "([")
+    assert result.status == "pattern_invalid" and "not a regular expression" in (result.note or "")
+
+
+def test_bulk_counts_agree_with_per_word_counts(built, monkeypatch: pytest.MonkeyPatch) -> None:
+    each = {w.word: (w.as_written, w.any_form) for w in words.list_words(built, counts=True).words}
+    monkeypatch.setattr(words, "BULK_COUNTS", 0)
+    bulk = {w.word: (w.as_written, w.any_form) for w in words.list_words(built, counts=True).words}
+    assert each == bulk and len(each) > 30
+
+
+def test_related_forms_are_the_index_words_sharing_a_stem(built) -> None:
+    reader = open_reader(built)
+    assert reader is not None
+    with reader:
+        assert words.related_forms(reader.conn, "deprec") == ["deprecate", "deprecated", "deprecation", "deprecations"]
+        assert words.related_forms(reader.conn, "retent") == ["retention"]
+
+
+def test_statuses_of_an_unbuilt_and_an_empty_index(tmp_path: Path) -> None:
+    assert words.list_words(store_settings(tmp_path / "none")).status == "index_not_built"
+    empty = store_settings(tmp_path / "empty")
+    Store(empty.db_path).close()
+    assert words.list_words(empty).status == "corpus_empty"
+
+
+def test_words_cli_short_list_is_a_table_and_long_list_plain_words(built, run_cli) -> None:
+    base = ["--store-dir", str(built.store_base)]
+    code, out, _ = run_cli(*base, "words", "^deprec")
+    assert code == 0
+    assert "Word" in out and "As written" in out and "Any form" in out and "deprecations" in out
+    code, out, _ = run_cli(*base, "words")
+    assert code == 0 and "As written" not in out and "retention" in out
+    assert len(out.splitlines()[1].split()) > 1  # several words to a line
+
+
+def test_words_json_and_its_errors(built, tmp_path: Path, run_cli) -> None:
+    code, out, err = run_cli("--store-dir", str(built.store_base), "words", "^retent", "--json")
+    data = json.loads(out)
+    assert code == 0 and err.startswith("tier:")
+    assert data["words"] == [{"word": "retention", "stem": "retent", "as_written": 3, "any_form": 3}]
+    code, out, err = run_cli("--store-dir", str(tmp_path / "none"), "words", "--json")
+    assert code != 0 and out == "" and "knowledge index" in err
+    code, out, _ = run_cli("--store-dir", str(tmp_path / "none"), "words")
+    assert code == 0 and "knowledge index" in out
+    code, _, err = run_cli("--store-dir", str(built.store_base), "words", "([")
+    assert code == 2 and "not a regular expression" in err
+
+
+def test_words_output_strips_terminal_control_sequences(tmp_path: Path, run_cli) -> None:
+    settings = build_store(store_settings(tmp_path), {"d/a.md": "# T\n\nplain \x1b[2Jclearing\x1b]8;;x\x07 words\n"})
+    code, out, _ = run_cli("--store-dir", str(settings.store_base), "words")
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
