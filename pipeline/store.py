@@ -39,6 +39,9 @@ class Store:
         if not schema.table_names(self.conn):
             schema.create(self.conn)
         schema.check(self.conn, db_path)
+        # With embeddings: an object with stored(conn, doc_id) -> {text_hash: vector}, called before a
+        # document's old chunks are deleted, and write(conn, doc_id, doc, stored), called after its new
+        # chunks are inserted; both run inside the document's transaction (see pipeline.vectors).
         self.vector_hook: Any = None
 
     def close(self) -> None:
@@ -60,6 +63,7 @@ class Store:
     def apply(self, doc: Document) -> str:
         """Write one document in one transaction; return "added" or "updated"."""
         stamp, ns = _now()
+        kept: dict[str, bytes] = {}
         with self.transaction() as conn:
             row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
             values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp, ns)
@@ -72,6 +76,8 @@ class Store:
                 doc_id, outcome = cur.lastrowid, "added"
             else:
                 doc_id, outcome = row[0], "updated"
+                if self.vector_hook is not None:
+                    kept = self.vector_hook.stored(conn, doc_id)
                 conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
                 conn.execute(
                     "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
@@ -83,7 +89,7 @@ class Store:
                 [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk) for c in doc.chunks],
             )
             if self.vector_hook is not None:
-                self.vector_hook(conn, doc_id, doc)
+                self.vector_hook.write(conn, doc_id, doc, kept)
         return outcome
 
     def touch(self, path: str, size: int, mtime_ns: int) -> bool:

@@ -206,3 +206,4 @@ def main(argv: list[str] | None = None) -> None:
 from query import cli_index  # noqa: E402,F401  (registers index, rm, reset)
 from query import cli_workers  # noqa: E402,F401  (registers worker, writer, runs)
 from query import cli_match  # noqa: E402,F401  (registers match/enumerate/which, words)
+from query import cli_doctor  # noqa: E402,F401  (registers doctor)

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.errors import EmbeddingError, VectorIdentityMismatch
 from config.settings import MAX_TOP_K, Settings
+from pipeline.vectors import pinned_identity
+from query.fusion import fused_ids
 from query.lexical import FANOUT, build_query, search_ids
 from query.reader import Hit, Reader, open_reader
+from query.terminal import one_line
 from query.tier import tier_line
+from query.vector import KNN_K, embed_query, knn, query_identity
 
 STATUS_OK = "ok"
 STATUS_NOT_BUILT = "index_not_built"
@@ -37,7 +42,12 @@ def clamp_top_k(top_k: int | None, settings: Settings) -> int:
 
 
 def search(settings: Settings, text: str, top_k: int | None = None, reader: Reader | None = None) -> SearchResponse:
-    """Answer free text with the top_k best sections; never raises for any query text."""
+    """Answer free text with the top_k best sections; never raises for any query text.
+
+    With embeddings the vector tier runs too and RRF fuses both rankings; an unreachable or
+    failing server degrades to lexical (tier line, note and `degraded` say so), while a model,
+    dimension or prefix mismatch with the index raises VectorIdentityMismatch.
+    """
     own = reader is None
     reader = reader or open_reader(settings)
     if reader is None:
@@ -50,17 +60,35 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
 
 
 def _search(settings: Settings, reader: Reader, text: str, k: int) -> SearchResponse:
+    emb = settings.embeddings
+    pinned = pinned_identity(reader.meta)
+    tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
     if reader.document_count() == 0:
-        return SearchResponse(tier_line(settings), STATUS_EMPTY, note=NOTE_EMPTY)
+        return SearchResponse(tier, STATUS_EMPTY, note=NOTE_EMPTY)
     query = build_query(text)
-    ranked = [cid for cid, _ in search_ids(reader.conn, query, FANOUT)]
+    lexical = [cid for cid, _ in search_ids(reader.conn, query, FANOUT)]
     note = None
     if not query.terms:
         note = "the query has no searchable terms (words of two or more letters or digits)"
     elif query.dropped:
         note = "dropped terms under two characters: " + ", ".join(query.dropped)
-    hits = reader.hydrate(ranked[:k])
-    return SearchResponse(tier_line(settings), STATUS_OK, hits, note, query.dropped)
+    if emb is None or not query.terms:
+        if emb is not None:
+            query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
+        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k]), note, query.dropped)
+    identity = query_identity(emb, reader.meta, settings.db_path)
+    try:
+        vector = embed_query(emb, identity, text)
+    except VectorIdentityMismatch:
+        raise
+    except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
+        reason = one_line(str(exc), 200)
+        notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
+        return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK, reader.hydrate(lexical[:k]),
+                              "; ".join(notes), query.dropped, degraded=reason)
+    nearest = [cid for cid, _ in knn(reader.conn, vector, KNN_K)]
+    hits = reader.hydrate(fused_ids([lexical, nearest], k))
+    return SearchResponse(tier, STATUS_OK, hits, note, query.dropped)
 
 
 def to_json(response: SearchResponse, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -68,6 +96,8 @@ def to_json(response: SearchResponse, extra: dict[str, Any] | None = None) -> di
     out: dict[str, Any] = {"tier": response.tier, "status": response.status}
     if response.note:
         out["note"] = response.note
+    if response.degraded:
+        out["degraded"] = response.degraded
     out["results"] = [
         {"citation": h.ref, "path": h.path, "section": h.section, "content": h.content} for h in response.hits
     ]

@@ -7,12 +7,38 @@ from config.settings import Settings
 LEXICAL = "tier: lexical (FTS5) - no embeddings configured"
 
 
+def stored_dimension(settings: Settings) -> int | None:
+    """The vector dimension pinned in the store, when there is a store with one (read-only, best effort)."""
+    from pipeline import db, vectors  # the store is only touched when embeddings are configured
+
+    if not settings.db_path.is_file():
+        return None
+    try:
+        conn = db.open_reader(settings.db_path)
+    except Exception:  # noqa: BLE001 - the tier line never fails a command; the command reports the store
+        return None
+    try:
+        meta = {k: v for k, v in conn.execute("SELECT key, value FROM meta")}
+        pinned = vectors.pinned_identity(meta)
+        return pinned.dimension if pinned else None
+    except Exception:  # noqa: BLE001 - same
+        return None
+    finally:
+        conn.close()
+
+
 def tier_line(settings: Settings, degraded: str | None = None, dimension: int | None = None) -> str:
-    """The tier line for these settings; degraded names why the vector tier was not used."""
+    """The tier line for these settings; degraded names why the vector tier was not used.
+
+    Without an explicit dimension the one pinned in the store is shown (`?` before the first
+    vector run).
+    """
     emb = settings.embeddings
     if emb is None:
         return LEXICAL
     if degraded:
         return f"tier: hybrid -> DEGRADED to lexical (embeddings unreachable: {degraded})"
+    if dimension is None:
+        dimension = stored_dimension(settings)
     dim = "?" if dimension is None else str(dimension)
     return f"tier: hybrid (FTS5 + vectors, RRF) - model={emb.model} dim={dim}"

@@ -8,6 +8,7 @@ from typing import Any
 import dramatiq
 
 from workers import queues
+from workers.embed import embed_batch, give_up_batch
 from workers.ingest import ingest_batch
 from workers.runtime import current
 from workers.write import apply_batch, finish_if_complete
@@ -20,6 +21,8 @@ class Actors:
     ingest: dramatiq.Actor[Any, Any]
     write: dramatiq.Actor[Any, Any]
     finalize: dramatiq.Actor[Any, Any]
+    embed: dramatiq.Actor[Any, Any] | None = None
+    embed_exhausted: dramatiq.Actor[Any, Any] | None = None
 
 
 def declare_actors(broker: dramatiq.Broker) -> Actors:
@@ -36,6 +39,14 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
     def finalize(run_id: str) -> None:
         finish_if_complete(current(), run_id)
 
+    def embed(run_id: str, index: int) -> None:
+        embed_batch(current(), run_id, index)
+
+    def embed_exhausted(message: dict[str, Any], info: dict[str, Any]) -> None:
+        run_id, index = message["args"][0], message["args"][1]
+        reason = f"the embeddings server stayed unavailable through {info.get('retries', 0)} retries"
+        give_up_batch(current(), run_id, int(index), reason)
+
     return Actors(
         ingest=dramatiq.actor(ingest, broker=broker, actor_name="ingest", queue_name=queues.INGEST,
                               **queues.INGEST_OPTIONS),
@@ -43,4 +54,8 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
                              **queues.WRITE_OPTIONS),
         finalize=dramatiq.actor(finalize, broker=broker, actor_name="finalize", queue_name=queues.WRITE,
                                 **queues.WRITE_OPTIONS),
+        embed=dramatiq.actor(embed, broker=broker, actor_name="embed", queue_name=queues.EMBED,
+                             on_retry_exhausted="embed_exhausted", **queues.EMBED_OPTIONS),
+        embed_exhausted=dramatiq.actor(embed_exhausted, broker=broker, actor_name="embed_exhausted",
+                                       queue_name=queues.EMBED, **queues.INGEST_OPTIONS),
     )

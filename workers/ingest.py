@@ -8,6 +8,7 @@ from typing import Any
 from config.errors import FileSkipped, PipelineError
 from pipeline.models import FileJob
 from pipeline.reader import ingest_file
+from workers import embed
 from workers.runtime import Runtime
 
 
@@ -33,9 +34,18 @@ def ingest_item(job: FileJob, force: bool) -> dict[str, Any]:
 
 
 def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> str:
-    """Process a batch and stage its payload; return the staged key to hand the writer."""
+    """Process a batch and stage its payload; return the staged key to hand the writer.
+
+    In a vector run, documents needing vectors are routed to the embedding backlog first, and the
+    batches this message completed are sent (again, on a redelivery) after the payload is staged.
+    """
     key = batch_key(files)
+    plan = embed.run_plan(runtime, run_id)
     if runtime.ledger.staged(run_id, key) is None:
         payload = [ingest_item(FileJob.from_wire(f), force) for f in files]
+        if plan is not None:
+            payload = embed.route(runtime, run_id, key, payload, plan)
         runtime.ledger.stage(run_id, key, payload)
+    if plan is not None:
+        embed.dispatch(runtime, run_id, key, plan)
     return key

@@ -77,6 +77,16 @@ class Ledger(Protocol):
     def finish(self, run_id: str, state: str, removed: int, files: int, chunks: int, error: str | None) -> None: ...
     def summary(self, run_id: str) -> RunSummary: ...
     def recent(self, limit: int = 10) -> list[RunSummary]: ...
+    # The embedding backlog of a vector run (see workers/embed.py).
+    def expect_ingests(self, run_id: str, count: int) -> None: ...
+    def queue_embeds(self, run_id: str, key: str, items: list[list[Any]]) -> list[int]: ...
+    def ingest_done(self, run_id: str, key: str) -> tuple[bool, int]: ...
+    def embed_items(self, run_id: str, start: int, stop: int) -> list[list[Any]]: ...
+    def expect_vectors(self, run_id: str, counts: dict[str, int]) -> None: ...
+    def put_vectors(self, run_id: str, vectors: list[tuple[str, int, bytes]], check: list[str]) -> list[str]: ...
+    def present_vectors(self, run_id: str, slots: list[tuple[str, int]]) -> list[bool]: ...
+    def vectors(self, run_id: str, doc_key: str) -> dict[int, bytes]: ...
+    def drop_vectors(self, run_id: str, doc_key: str) -> None: ...
 
 
 class InMemoryLedger:
@@ -91,7 +101,8 @@ class InMemoryLedger:
             run_id,
             {"info": {}, "state": "running", "total": 0, "walked": False, "outcomes": {}, "reasons": {},
              "skips": {}, "staged": {}, "seen": {}, "prunable": [], "finished": False, "removed": 0,
-             "files": 0, "chunks": 0, "error": None},
+             "files": 0, "chunks": 0, "error": None, "ingests": None, "ingested": set(), "backlog": [],
+             "queued": {}, "positions": {}, "expected": {}, "vectors": {}, "settled": set()},
         )
 
     def start(self, run_id: str, info: dict[str, Any]) -> None:
@@ -174,6 +185,81 @@ class InMemoryLedger:
         with self._lock:
             ids = list(self._runs)[-limit:][::-1]
             return [_summarise(i, self._runs[i]) for i in ids]
+
+    def expect_ingests(self, run_id: str, count: int) -> None:
+        """Record how many ingest messages the run sent (the embedding tail flushes after the last)."""
+        with self._lock:
+            self._run(run_id)["ingests"] = count
+
+    def queue_embeds(self, run_id: str, key: str, items: list[list[Any]]) -> list[int]:
+        """Append an ingest message's [doc_key, path, ordinal, text] items to the backlog, once per key.
+
+        Returns their backlog positions; a repeat for the same key appends nothing and returns the
+        positions recorded the first time, so a redelivered ingest finds its batches again.
+        """
+        with self._lock:
+            run = self._run(run_id)
+            if key in run["positions"]:
+                return list(run["positions"][key])
+            positions: list[int] = []
+            for item in items:
+                slot = (item[0], int(item[2]))
+                if slot not in run["queued"]:
+                    run["queued"][slot] = len(run["backlog"])
+                    run["backlog"].append(list(item))
+                positions.append(run["queued"][slot])
+            run["positions"][key] = positions
+            return list(positions)
+
+    def ingest_done(self, run_id: str, key: str) -> tuple[bool, int]:
+        """Mark an ingest message done; return (all expected ingests are done, backlog length)."""
+        with self._lock:
+            run = self._run(run_id)
+            run["ingested"].add(key)
+            expected = run["ingests"]
+            return expected is not None and len(run["ingested"]) >= expected, len(run["backlog"])
+
+    def embed_items(self, run_id: str, start: int, stop: int) -> list[list[Any]]:
+        """The backlog items at positions [start, stop)."""
+        with self._lock:
+            return [list(item) for item in self._run(run_id)["backlog"][start:stop]]
+
+    def expect_vectors(self, run_id: str, counts: dict[str, int]) -> None:
+        """Record how many vectors each pending document waits for."""
+        with self._lock:
+            self._run(run_id)["expected"].update(counts)
+
+    def put_vectors(self, run_id: str, vectors: list[tuple[str, int, bytes]], check: list[str]) -> list[str]:
+        """Store vectors per (doc key, ordinal); return the documents (touched or in check) now complete."""
+        with self._lock:
+            run = self._run(run_id)
+            touched = dict.fromkeys(k for k in check if k not in run["settled"])
+            for doc_key, ordinal, blob in vectors:
+                if doc_key in run["settled"]:
+                    continue
+                run["vectors"].setdefault(doc_key, {})[int(ordinal)] = blob
+                touched[doc_key] = None
+            expected = run["expected"]
+            return [k for k in touched if k in expected and len(run["vectors"].get(k, {})) >= expected[k]]
+
+    def present_vectors(self, run_id: str, slots: list[tuple[str, int]]) -> list[bool]:
+        """Whether each (doc key, ordinal) already has its vector (or its document was settled)."""
+        with self._lock:
+            run = self._run(run_id)
+            stored, settled = run["vectors"], run["settled"]
+            return [doc_key in settled or int(ordinal) in stored.get(doc_key, {}) for doc_key, ordinal in slots]
+
+    def vectors(self, run_id: str, doc_key: str) -> dict[int, bytes]:
+        """The vectors embedded for a document, by ordinal."""
+        with self._lock:
+            return dict(self._run(run_id)["vectors"].get(doc_key, {}))
+
+    def drop_vectors(self, run_id: str, doc_key: str) -> None:
+        """Settle a written (or failed) document: forget its vectors; later puts for it are ignored."""
+        with self._lock:
+            run = self._run(run_id)
+            run["vectors"].pop(doc_key, None)
+            run["settled"].add(doc_key)
 
 
 def _summarise(run_id: str, run: dict[str, Any]) -> RunSummary:

@@ -18,9 +18,11 @@ import dramatiq
 from config.errors import UsageError
 from config.observability import tracer
 from config.settings import Settings
-from pipeline import db
+from pipeline import db, vectors
+from pipeline.embeddings import Probe
 from pipeline.fingerprint import StoredStat, classify
 from pipeline.lock import WriteLock
+from pipeline.models import FileJob
 from pipeline.store import Store, stored_stats
 from pipeline.walker import Found, walk_root
 from workers import queues
@@ -65,12 +67,21 @@ def read_stored(settings: Settings) -> dict[str, StoredStat]:
 
 
 def plan_and_enqueue(
-    settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, run_id: str
+    settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, run_id: str,
+    probe: Probe | None = None,
 ) -> RunSummary:
-    """Walk, record the files that need no reading, enqueue the rest; return the initial summary."""
+    """Plan the vector tier, walk, record the files that need no reading, enqueue the rest.
+
+    With embeddings the server is probed and reconciled with the pinned identity first, so an
+    unreachable server or a mismatch fails here, before anything is written. Returns the initial
+    summary.
+    """
     roots, explicit = request.roots(settings)
-    ledger.start(run_id, {"roots": roots, "explicit": explicit, "reindex": request.reindex,
-                          "started": time.time()})
+    vector_plan = vectors.plan(settings, request.reindex, probe)
+    info: dict[str, Any] = {"roots": roots, "explicit": explicit, "reindex": request.reindex, "started": time.time()}
+    if vector_plan is not None:
+        info["vectors"] = vector_plan.to_info()
+    ledger.start(run_id, info)
     stored = read_stored(settings)
     files: dict[str, Found] = {}
     seen: dict[str, list[str]] = {}
@@ -86,9 +97,19 @@ def plan_and_enqueue(
         if result.complete and result.files and not explicit:
             prunable.append(result.root)
     jobs, unchanged = classify(list(files.values()), stored, request.reindex)
+    if vector_plan is not None and vector_plan.backfill:
+        # Unchanged files with a chunk lacking a vector (embeddings newly on, a lexical run in
+        # between, a model change) are re-read; their unchanged chunks keep any stored vector.
+        lacking = [f for f in unchanged if f.path in vector_plan.backfill]
+        unchanged = [f for f in unchanged if f.path not in vector_plan.backfill]
+        jobs = [FileJob(j.path, j.root, j.size, j.mtime_ns, None) if j.path in vector_plan.backfill else j
+                for j in jobs]
+        jobs += [FileJob(f.path, f.root, f.size, f.mtime_ns, None) for f in lacking]
     ledger.record(run_id, walk_failures + [(f.path, "unchanged", None) for f in unchanged])
     ledger.walked(run_id, len(files) + len(walk_failures), seen, prunable)
     size = settings.batch_files
+    if vector_plan is not None:
+        ledger.expect_ingests(run_id, (len(jobs) + size - 1) // size)
     for start in range(0, len(jobs), size):
         batch = [job.to_wire() for job in jobs[start:start + size]]
         actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
@@ -126,20 +147,27 @@ class EmbeddedEngine:
         self.broker: dramatiq.Broker | None = None
         self.workers: list[dramatiq.Worker] = []
         self.runtime: Runtime | None = None
+        self.probe: Probe | None = None
 
     def __enter__(self) -> EmbeddedEngine:
         self.lock.acquire("knowledge index (embedded)")
         try:
+            emb = self.settings.embeddings
+            if emb is not None:  # before the store is opened (or created): a dead server writes nothing
+                self.probe = vectors.probe_server(emb)
             store = Store(self.settings.db_path)
             self.broker = build_stub_broker()
             actors = declare_actors(self.broker)
             self.runtime = Runtime(self.settings, self.ledger, store, actors)
             install(self.runtime)
             self.workers = [
-                dramatiq.Worker(self.broker, queues=set(queues.WORKER_QUEUES), worker_threads=self.settings.workers,
-                                worker_timeout=50),
+                dramatiq.Worker(self.broker, queues=set(queues.WORKER_QUEUES) - {queues.EMBED},
+                                worker_threads=self.settings.workers, worker_timeout=50),
                 dramatiq.Worker(self.broker, queues=set(queues.WRITER_QUEUES), worker_threads=1, worker_timeout=50),
             ]
+            if emb is not None:  # `concurrency` embedding requests in flight, beside the ingest threads
+                self.workers.append(dramatiq.Worker(self.broker, queues={queues.EMBED},
+                                                    worker_threads=emb.concurrency, worker_timeout=50))
             for worker in self.workers:
                 worker.start()
         except BaseException:
@@ -154,7 +182,8 @@ class EmbeddedEngine:
         with tracer().start_as_current_span("index run", attributes={"knowledge.run_id": run_id,
                                                                      "knowledge.mode": "embedded"}):
             with tracer().start_as_current_span("walk"):
-                plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, run_id)
+                probe, self.probe = self.probe, None
+                plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, run_id, probe)
             return follow(self.ledger, run_id, progress)
 
     def __exit__(self, *exc: Any) -> None:

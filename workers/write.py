@@ -7,6 +7,7 @@ from typing import Any
 from config.errors import KnowledgeError
 from pipeline.db import DatabaseError
 from pipeline.models import Document
+from workers import embed
 from workers.runtime import Runtime
 
 
@@ -30,9 +31,13 @@ def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
     """Apply a staged batch (a no-op if it was already applied), then try to finish the run."""
     payload = runtime.ledger.staged(run_id, key)
     if payload is not None:
+        embed.prepare_writer(runtime, run_id)
+        payload = embed.attach_vectors(runtime, run_id, key, payload)
         outcomes = [apply_item(runtime, item) for item in payload]
         runtime.ledger.record(run_id, outcomes)
         runtime.ledger.unstage(run_id, key)
+        if any(item.get("embed") for item in payload):
+            runtime.ledger.drop_vectors(run_id, key)
     finish_if_complete(runtime, run_id)
 
 
@@ -44,6 +49,7 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
     store = runtime.writer_store()
     removed = 0
     try:
+        embed.prepare_writer(runtime, run_id)
         for root in ledger.prunable(run_id):
             removed += len(store.prune(root, ledger.seen(run_id, root)))
         files, chunks = store.conn.execute(

@@ -1,0 +1,36 @@
+"""The `knowledge doctor` command: a thin adapter over query.doctor."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from config.errors import EXIT_FAILURE
+from query.cli import Context, cli, echo_json, echo_tier, pass_context
+from query.doctor import FAIL, failed_fatally, run_checks
+from query.terminal import clean
+from query.tier import tier_line
+
+
+@cli.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@pass_context
+def doctor_command(obj: Context, as_json: bool) -> None:
+    """Check the store, SQLite, the configured paths and the embeddings server."""
+    settings = obj.settings
+    echo_tier(tier_line(settings), as_json)
+    checks = run_checks(settings)
+    fatal = failed_fatally(checks)
+    if as_json:
+        echo_json({"ok": not fatal, "checks": [c.to_json() for c in checks]})
+    else:
+        for check in checks:
+            click.echo(f"  {check.status:<8} {check.name:<11} {clean(check.detail)}")
+        failures = [c for c in checks if c.status == FAIL]
+        if fatal:
+            click.echo(f"doctor: {sum(1 for c in failures if c.fatal)} fatal check(s) failed")
+        else:
+            click.echo("doctor: no fatal problem found")
+    if fatal:
+        sys.exit(EXIT_FAILURE)

@@ -1,0 +1,185 @@
+"""knowledge doctor: check the store, SQLite, the configured paths and the embeddings server.
+
+Every check ends in one of four states. A check that could not run (no store yet, the server did
+not answer) says `not run` and why; it is never shown as passed. Only a failed check marked fatal
+(the store cannot be read, SQLite lacks FTS5, the embeddings server is configured but does not
+answer, the index's vectors were built with another identity) makes doctor exit non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from config.errors import EmbeddingError, KnowledgeError, StoreBusy
+from config.settings import Settings
+from pipeline import db, schema, vectors
+from pipeline.embeddings import EmbeddingsClient, Probe, RetryPolicy
+from pipeline.lock import WriteLock
+
+OK = "ok"
+WARN = "warn"
+FAIL = "fail"
+NOT_RUN = "not run"
+
+_PROBE_RETRY = RetryPolicy(attempts=2, initial_wait=0.2, max_wait=1.0)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    status: str
+    detail: str
+    fatal: bool = False  # a failure of this check makes doctor exit non-zero
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form for `doctor --json`."""
+        return asdict(self)
+
+
+def failed_fatally(checks: list[Check]) -> bool:
+    """True when a fatal check failed."""
+    return any(c.status == FAIL and c.fatal for c in checks)
+
+
+def run_checks(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Check]:
+    """Run every check in order; never raises for a broken store or server."""
+    checks = [_config(settings), *_paths(settings), *_sqlite()]
+    meta, store_checks = _store(settings)
+    checks += store_checks
+    checks += _embeddings(settings, meta, environ)
+    return checks
+
+
+def _config(settings: Settings) -> Check:
+    where = str(settings.config_path) if settings.config_path else "none (defaults and KNOWLEDGE_* variables)"
+    return Check("config", OK, f"{where}; store {settings.db_path}")
+
+
+def _paths(settings: Settings) -> list[Check]:
+    if not settings.paths:
+        return [Check("paths", WARN, "none configured: pass PATHS to `knowledge index` or set knowledge.paths")]
+    out: list[Check] = []
+    for raw in settings.paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.append(Check("path", OK, f"{raw} (directory)"))
+        elif path.is_file():
+            out.append(Check("path", OK, f"{raw} (file)"))
+        else:
+            out.append(Check("path", WARN, f"{raw} does not exist here (relative paths resolve from {Path.cwd()})"))
+    return out
+
+
+def _sqlite() -> list[Check]:
+    conn = db.memory_connection()
+    try:
+        try:
+            conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
+            conn.execute("CREATE VIRTUAL TABLE t3 USING fts5(x, tokenize='trigram')")
+            fts = Check("fts5", OK, f"SQLite {db.sqlite_version()} with FTS5 (porter, unicode61, trigram)", True)
+        except db.DatabaseError as exc:
+            fts = Check("fts5", FAIL, f"SQLite {db.sqlite_version()} has no usable FTS5: {exc}", True)
+        try:
+            version = conn.execute("SELECT vec_version()").fetchone()[0]
+            vec = Check("sqlite-vec", OK, f"{version} loaded")
+        except db.DatabaseError as exc:
+            vec = Check("sqlite-vec", FAIL, f"not loadable: {exc}", True)
+    finally:
+        conn.close()
+    return [fts, vec]
+
+
+def _store(settings: Settings) -> tuple[dict[str, str] | None, list[Check]]:
+    path = settings.db_path
+    writable = _writable(settings)
+    if not path.is_file():
+        missing = "no index yet; run `knowledge index` to build it"
+        return None, [Check("store", WARN, f"{path}: {missing}"), Check("wal", NOT_RUN, "no store to inspect"),
+                      writable]
+    try:
+        conn = db.open_reader(path)
+    except KnowledgeError as exc:
+        return None, [Check("store", FAIL, str(exc), True), Check("wal", NOT_RUN, "the store did not open"),
+                      writable]
+    try:
+        schema.check(conn, path)
+        meta = schema.get_meta(conn)
+        docs, chunks = conn.execute("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents").fetchone()
+        store = Check("store", OK, f"{path}: format {meta.get('format_version')}, {docs} documents, {chunks} sections",
+                      True)
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        wal = Check("wal", OK if mode == "wal" else WARN,
+                    "journal_mode=wal: readers never block the writer" if mode == "wal"
+                    else f"journal_mode={mode}; the next `knowledge index` switches it to WAL")
+        return meta, [store, wal, writable]
+    except (KnowledgeError, db.DatabaseError) as exc:
+        return None, [Check("store", FAIL, str(exc), True), Check("wal", NOT_RUN, "the store is unreadable"),
+                      writable]
+    finally:
+        conn.close()
+
+
+def _writable(settings: Settings) -> Check:
+    directory = settings.store_dir
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return Check("writable", WARN, f"{probe} is not writable by this user: search works, indexing will not")
+    if not directory.exists():
+        return Check("writable", OK, f"{directory} will be created on the first `knowledge index`")
+    lock = WriteLock(directory)
+    try:
+        lock.acquire("knowledge doctor")
+    except StoreBusy:
+        return Check("writable", OK, f"{directory} is writable; an index run or writer holds the lock right now")
+    except KnowledgeError as exc:
+        return Check("writable", WARN, f"cannot take the write lock: {exc}")
+    lock.release()
+    return Check("writable", OK, f"{directory} is writable and the write lock is free")
+
+
+def _embeddings(settings: Settings, meta: dict[str, str] | None, environ: Mapping[str, str] | None) -> list[Check]:
+    emb = settings.embeddings
+    names = ("embeddings", "model", "dimension", "normalized", "manifest")
+    if emb is None:
+        return [Check(n, NOT_RUN, "no embeddings configured: lexical tier only") for n in names]
+    probe: Probe | None = None
+    try:
+        with EmbeddingsClient(emb, environ=environ, retry=_PROBE_RETRY) as client:
+            probe = client.probe()
+        reach = Check("embeddings", OK, f"{client.url} answered", True)
+    except (EmbeddingError, KnowledgeError) as exc:
+        reach = Check("embeddings", FAIL, f"{exc}", True)
+    if probe is None:
+        why = "the embeddings server did not answer"
+        return [reach, *(Check(n, NOT_RUN, why) for n in names[1:])]
+    served = f" (served as {probe.served_model!r})" if probe.served_model != probe.model else ""
+    out = [
+        reach,
+        Check("model", OK, f"{probe.model}{served}"),
+        Check("dimension", OK, str(probe.dimension)),
+        Check("normalized", OK, "yes: the server returns unit-length vectors" if probe.normalized
+              else "no: knowledge L2-normalises every vector itself"),
+    ]
+    return [*out, _manifest(settings, meta, probe)]
+
+
+def _manifest(settings: Settings, meta: dict[str, str] | None, probe: Probe) -> Check:
+    assert settings.embeddings is not None
+    if meta is None:
+        return Check("manifest", NOT_RUN, "no readable index to compare with")
+    pinned = vectors.pinned_identity(meta)
+    wanted = vectors.configured_identity(settings.embeddings, probe.dimension)
+    if pinned is None:
+        return Check("manifest", WARN, "the index has no vectors yet; run `knowledge index` to embed it")
+    if pinned != wanted:
+        diff = "; ".join(vectors.differences(pinned, wanted))
+        return Check("manifest", FAIL, f"{diff}; run `{vectors.REINDEX}`", True)
+    return Check("manifest", OK, f"matches the index (model={pinned.model} dim={pinned.dimension})", True)

@@ -1,0 +1,180 @@
+"""Hybrid search: RRF fusion, the pinned identity at query time, honest degradation, doctor."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from config.errors import VectorIdentityMismatch
+from config.loader import settings_from_mapping
+from query import fusion
+from query.lexical import build_query, search_ids
+from query.reader import Reader
+from query.search import search, to_json
+from query.vector import embed_query, knn, query_identity
+from tests.conftest import write_tree
+from tests.embedserver import EmbedServer
+
+DOCS = {
+    "docs/budgets.md": "# Budgets\n\nLimit the cost of each run with a budget cap.\n",
+    "docs/queues.md": "# Queues\n\nMessages wait in a queue until a worker takes them.\n",
+    "docs/install.md": "# Install\n\nRun the installer, then restart the agent.\n",
+    "docs/agent.md": "# Agent\n\nThe agent answers questions and calls tools.\n",
+}
+HYBRID = "tier: hybrid (FTS5 + vectors, RRF) - model=hashed-bow dim=24"
+
+
+@pytest.fixture
+def server() -> Iterator[EmbedServer]:
+    with EmbedServer(dim=24) as running:
+        yield running
+
+
+def write_config(workdir: Path, server: EmbedServer, **emb: object) -> None:
+    lines = ["knowledge:", "  paths: [docs]", "  embeddings:", f"    base_url: {server.base_url}",
+             "    model: hashed-bow", "    timeout: 1"]
+    lines += [f"    {k}: {json.dumps(v)}" for k, v in emb.items()]
+    (workdir / "knowledge.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def indexed(workdir: Path, server: EmbedServer, run_cli) -> Path:
+    write_tree(workdir, DOCS)
+    write_config(workdir, server)
+    code, out, err = run_cli("index")
+    assert code == 0, out + err
+    assert out.splitlines()[0] == "tier: hybrid (FTS5 + vectors, RRF) - model=hashed-bow dim=?"
+    return workdir
+
+
+def settings_of(workdir: Path, server: EmbedServer, **emb: object):
+    block = {"base_url": server.base_url, "model": "hashed-bow", "timeout": 1, **emb}
+    return settings_from_mapping({"paths": ["docs"], "embeddings": block}, store_base=workdir)
+
+
+def test_rrf_sums_reciprocal_ranks_with_k_60_on_one_based_ranks() -> None:
+    fused = fusion.rrf([[10, 20, 30], [30, 40]])
+    scores = dict(fused)
+    assert scores[10] == pytest.approx(1 / 61)
+    assert scores[30] == pytest.approx(1 / 63 + 1 / 61)
+    assert [cid for cid, _ in fused] == [30, 10, 20, 40]
+
+
+def test_rrf_breaks_ties_toward_the_smaller_chunk_id() -> None:
+    assert [cid for cid, _ in fusion.rrf([[7, 3], [3, 7]])] == [3, 7]
+    assert [cid for cid, _ in fusion.rrf([[9], [4]])] == [4, 9]
+
+
+def test_rrf_counts_a_repeated_id_once_at_its_best_rank() -> None:
+    assert dict(fusion.rrf([[5, 5, 6]]))[5] == pytest.approx(1 / 61)
+    assert fusion.fused_ids([[1, 2, 3], [3]], 2) == [3, 1]
+
+
+def test_healthy_search_prints_the_hybrid_tier_line_with_model_and_dimension(indexed: Path, run_cli) -> None:
+    code, out, _ = run_cli("search", "budget cap for a run")
+    assert code == 0 and out.splitlines()[0] == HYBRID
+    assert "docs/budgets.md#0" in out
+
+
+def test_hybrid_order_is_the_rrf_of_the_lexical_and_knn_rankings(indexed: Path, server: EmbedServer) -> None:
+    settings = settings_of(indexed, server)
+    text = "agent worker queue"
+    with Reader(settings) as reader:
+        lexical = [cid for cid, _ in search_ids(reader.conn, build_query(text))]
+        identity = query_identity(settings.embeddings, reader.meta, settings.db_path)
+        nearest = [cid for cid, _ in knn(reader.conn, embed_query(settings.embeddings, identity, text))]
+        response = search(settings, text, 4, reader)
+    assert len(nearest) == 4  # every section has a vector; KNN ranks them all
+    assert [h.chunk_id for h in response.hits] == fusion.fused_ids([lexical, nearest], 4)
+    assert response.tier == HYBRID and response.degraded is None
+
+
+def test_the_vector_tier_finds_sections_lexical_search_cannot(indexed: Path, server: EmbedServer) -> None:
+    settings = settings_of(indexed, server)
+    lexical_only = settings_from_mapping({"paths": ["docs"]}, store_base=indexed)
+    assert search(lexical_only, "zzqx unrelatedword").hits == []
+    assert len(search(settings, "zzqx unrelatedword", 3).hits) == 3
+
+
+def test_an_unreachable_server_degrades_to_lexical_and_says_so(indexed: Path, server: EmbedServer,
+                                                                run_cli) -> None:
+    server.stop()
+    code, out, _ = run_cli("search", "budget")
+    first = out.splitlines()[0]
+    assert code == 0 and first.startswith("tier: hybrid -> DEGRADED to lexical (embeddings unreachable: ")
+    assert "docs/budgets.md#0" in out
+    code, out, err = run_cli("search", "budget", "--json")
+    data = json.loads(out)
+    assert code == 0 and err.startswith("tier: hybrid -> DEGRADED")
+    assert data["tier"].startswith("tier: hybrid -> DEGRADED") and "cannot reach" in data["degraded"]
+    assert "lexical only" in data["note"] and data["results"][0]["citation"] == "docs/budgets.md#0"
+
+
+def test_a_server_slower_than_the_timeout_degrades_to_lexical(indexed: Path, server: EmbedServer) -> None:
+    server.faults.slow = 2.0
+    response = search(settings_of(indexed, server, timeout=0.2), "budget")
+    assert response.degraded is not None and "timed out" in response.degraded
+    assert [h.ref for h in response.hits] == ["docs/budgets.md#0"]
+    assert to_json(response)["degraded"] == response.degraded
+
+
+def test_a_dimension_change_is_a_hard_error_not_a_degrade(indexed: Path, server: EmbedServer, run_cli) -> None:
+    server.dim = 32
+    code, out, err = run_cli("search", "budget")
+    assert code == 1 and "--reindex" in err and "DEGRADED" not in out
+
+
+@pytest.mark.parametrize("change", [{"model": "another-model"}, {"query_prefix": "query: "},
+                                    {"document_prefix": "passage: "}])
+def test_a_model_or_prefix_mismatch_is_a_hard_error_naming_reindex(indexed: Path, server: EmbedServer,
+                                                                    change: dict[str, str]) -> None:
+    settings = settings_of(indexed, server, **change)
+    with pytest.raises(VectorIdentityMismatch, match="knowledge index --reindex"):
+        search(settings, "budget")
+
+
+def test_the_query_is_embedded_with_the_pinned_query_prefix(workdir: Path, server: EmbedServer, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    write_config(workdir, server, query_prefix="search_query: ", document_prefix="search_document: ")
+    assert run_cli("index")[0] == 0
+    server.reset()
+    assert run_cli("search", "budget")[0] == 0
+    assert server.requests == [["search_query: budget"]]
+
+
+def test_doctor_reports_a_healthy_hybrid_setup(indexed: Path, run_cli) -> None:
+    code, out, _ = run_cli("doctor")
+    assert code == 0 and out.splitlines()[0] == HYBRID
+    status = {line.split()[1]: line.split()[0] for line in out.splitlines()[1:-1] if "not run" not in line}
+    assert {status[n] for n in ("store", "wal", "writable", "fts5", "embeddings", "model", "dimension",
+                                "manifest")} == {"ok"}
+    assert "no fatal problem" in out and " 24" in out
+
+
+def test_doctor_marks_checks_that_could_not_run_and_fails_on_a_dead_server(indexed: Path, server: EmbedServer,
+                                                                            run_cli) -> None:
+    server.stop()
+    code, out, _ = run_cli("doctor", "--json")
+    data = json.loads(out)
+    checks = {c["name"]: c for c in data["checks"]}
+    assert code == 1 and data["ok"] is False
+    assert checks["embeddings"]["status"] == "fail" and checks["embeddings"]["fatal"]
+    assert {checks[n]["status"] for n in ("model", "dimension", "normalized", "manifest")} == {"not run"}
+
+
+def test_doctor_fails_on_a_manifest_mismatch(indexed: Path, server: EmbedServer, run_cli) -> None:
+    server.dim = 8
+    code, out, _ = run_cli("doctor")
+    line = next(line for line in out.splitlines() if line.split()[1:2] == ["manifest"])
+    assert code == 1 and line.split()[0] == "fail" and "--reindex" in line
+
+
+def test_doctor_without_embeddings_or_index_shows_not_run_and_exits_zero(workdir: Path, run_cli) -> None:
+    code, out, _ = run_cli("doctor", "--json")
+    checks = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
+    assert code == 0
+    assert checks["embeddings"] == "not run" and checks["manifest"] == "not run" and checks["wal"] == "not run"
+    assert checks["store"] == "warn"

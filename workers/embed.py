@@ -1,0 +1,216 @@
+"""The embed step of a vector run: route chunks to a backlog, embed full batches across documents.
+
+Ingest (route): a document whose every chunk keeps a stored vector goes to the writer with its
+batch; any other is staged under its own key and its chunks needing a vector are appended to the
+run's backlog, an append-only list in the ledger. Batch b is backlog positions [b*B, (b+1)*B): the
+ingest message that appended position (b+1)*B - 1 sends it, so requests carry B inputs whatever the
+file sizes, and the ingest message that completes the last expected ingest flushes the tail.
+
+Embed (embed_batch): outside any transaction, POST the batch (halving on failure down to single
+inputs), store each vector against its (document, ordinal) slot, and send every document whose
+vectors are now all present to the writer. A single input that still fails fails its document, not
+the run. Every step is idempotent: positions are recorded per ingest key, presence per chunk, and
+a document is settled once written or failed, so a redelivered message repeats harmlessly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import replace
+from typing import Any
+
+from config.errors import EmbeddingError, VectorIdentityMismatch
+from pipeline import db
+from pipeline.embeddings import EmbeddingsClient, RetryPolicy, document_text
+from pipeline.models import Document
+from pipeline.vectors import VectorPlan, VectorWriter, from_blob, install, reusable_hashes, to_blob
+from workers.runtime import Runtime
+
+_lock = threading.Lock()
+# Retries of one request's transient failures, inside one message; the broker retries the message.
+EMBED_RETRY = RetryPolicy()
+
+
+def doc_key(path: str) -> str:
+    """The staging key of a document waiting for its vectors."""
+    return "d-" + hashlib.sha1(path.encode()).hexdigest()[:20]
+
+
+def run_plan(runtime: Runtime, run_id: str) -> VectorPlan | None:
+    """The run's vector plan (from the run info in the ledger), cached per process; None if lexical."""
+    cache = runtime.extras.setdefault("vector_plans", {})
+    if run_id not in cache:
+        plan = VectorPlan.from_info(runtime.ledger.summary(run_id).info.get("vectors"))
+        with _lock:
+            cache[run_id] = plan
+    return cache[run_id]
+
+
+def client_for(runtime: Runtime, plan: VectorPlan) -> EmbeddingsClient:
+    """This process's embeddings client for the plan's identity (created once, shared by threads)."""
+    settings = runtime.settings.embeddings
+    if settings is None:
+        raise VectorIdentityMismatch("this worker has no embeddings configured but the run embeds; "
+                                     "give every worker the same knowledge.yaml")
+    ident = plan.identity
+    pinned = replace(settings, model=ident.model, query_prefix=ident.query_prefix,
+                     document_prefix=ident.document_prefix)
+    with _lock:
+        client = runtime.extras.get("embeddings_client")
+        if client is None or client.expected_dim != ident.dimension or client.settings != pinned:
+            client = EmbeddingsClient(pinned, retry=EMBED_RETRY, expected_dim=ident.dimension)
+            runtime.extras["embeddings_client"] = client
+        return client
+
+
+def route(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]], plan: VectorPlan) -> list[dict[str, Any]]:
+    """Stage the documents that need vectors, queue their chunks; return the rest of the payload."""
+    rest: list[dict[str, Any]] = []
+    items: list[list[Any]] = []
+    expected: dict[str, int] = {}
+    with _StoredVectors(runtime, plan) as stored:
+        for item in payload:
+            if item["outcome"] != "document":
+                rest.append(item)
+                continue
+            doc = Document.from_dict(item["doc"])
+            keep = stored.hashes(doc.path)
+            todo = [c for c in doc.chunks if c.text_hash not in keep]
+            if not todo:
+                rest.append(item)
+                continue
+            dkey = doc_key(doc.path)
+            runtime.ledger.stage(run_id, dkey, [{**item, "embed": True}])
+            expected[dkey] = len(todo)
+            prefix = plan.identity.document_prefix
+            items += [[dkey, doc.path, c.ordinal, document_text(c.body, c.heading_path, prefix)] for c in todo]
+    if expected:
+        runtime.ledger.expect_vectors(run_id, expected)
+    runtime.ledger.queue_embeds(run_id, key, items)
+    return rest
+
+
+def dispatch(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
+    """Send the full batches this ingest message completed and, after the last ingest, the tail."""
+    size = plan.batch_size
+    for position in runtime.ledger.queue_embeds(run_id, key, []):
+        if (position + 1) % size == 0:
+            runtime.actors.embed.send(run_id, position // size)
+    all_done, length = runtime.ledger.ingest_done(run_id, key)
+    if all_done and length % size:
+        runtime.actors.embed.send(run_id, (length - 1) // size)
+
+
+def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
+    """Embed backlog batch `index`, store the vectors, send completed documents to the writer.
+
+    An unreachable server raises (EmbeddingUnavailable) so the broker retries the message; when
+    the retries run out, give_up_batch fails the batch's documents.
+    """
+    plan = run_plan(runtime, run_id)
+    if plan is None:
+        return
+    ledger = runtime.ledger
+    items = ledger.embed_items(run_id, index * plan.batch_size, (index + 1) * plan.batch_size)
+    present = ledger.present_vectors(run_id, [(i[0], int(i[2])) for i in items])
+    todo = [item for item, have in zip(items, present) if not have]
+    failed: dict[str, tuple[str, str]] = {}
+    vectors: list[tuple[str, int, bytes]] = []
+    if todo:
+        try:
+            results = client_for(runtime, plan).embed_halving([i[3] for i in todo])
+        except VectorIdentityMismatch as exc:
+            results = [exc] * len(todo)
+        for item, result in zip(todo, results):
+            if isinstance(result, EmbeddingError):
+                failed.setdefault(item[0], (item[1], f"embedding section {item[2]} failed: {result}"))
+            else:
+                vectors.append((item[0], int(item[2]), to_blob(result)))
+    if failed:
+        fail_documents(runtime, run_id, failed)
+    complete = ledger.put_vectors(run_id, vectors, sorted({i[0] for i in items}))
+    for dkey in complete:
+        if dkey not in failed:
+            runtime.actors.write.send(run_id, dkey)
+
+
+def fail_documents(runtime: Runtime, run_id: str, failed: dict[str, tuple[str, str]]) -> None:
+    """Record documents as failed (their stored version stays), settle them and let the run finish."""
+    ledger = runtime.ledger
+    ledger.record(run_id, [(path, "failed", reason) for path, reason in failed.values()])
+    for dkey in failed:
+        ledger.drop_vectors(run_id, dkey)
+        ledger.unstage(run_id, dkey)
+    runtime.actors.finalize.send(run_id)
+
+
+def give_up_batch(runtime: Runtime, run_id: str, index: int, reason: str) -> None:
+    """Fail the documents of a batch whose message ran out of retries (chunks still without vectors)."""
+    plan = run_plan(runtime, run_id)
+    if plan is None:
+        return
+    ledger = runtime.ledger
+    items = ledger.embed_items(run_id, index * plan.batch_size, (index + 1) * plan.batch_size)
+    present = ledger.present_vectors(run_id, [(i[0], int(i[2])) for i in items])
+    failed = {i[0]: (i[1], f"embedding failed: {reason}") for i, have in zip(items, present) if not have}
+    if failed:
+        fail_documents(runtime, run_id, failed)
+
+
+def attach_vectors(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The writer's view of a staged payload: a pending document gets its embedded vectors."""
+    out: list[dict[str, Any]] = []
+    for item in payload:
+        if item.get("embed"):
+            doc = dict(item["doc"])
+            doc["vectors"] = {str(o): from_blob(b) for o, b in runtime.ledger.vectors(run_id, key).items()}
+            item = {**item, "doc": doc}
+        out.append(item)
+    return out
+
+
+def prepare_writer(runtime: Runtime, run_id: str) -> None:
+    """In the writer, before a run's first write: install the vector table and set the store's hook."""
+    prepared = runtime.extras.setdefault("vectors_prepared", {})
+    if run_id in prepared:
+        return
+    store = runtime.writer_store()
+    plan = run_plan(runtime, run_id)
+    if plan is None:
+        store.vector_hook = None
+    else:
+        with store.transaction() as conn:
+            install(conn, plan.identity)
+        store.vector_hook = VectorWriter(reuse=plan.reuse)
+    prepared[run_id] = True
+
+
+class _StoredVectors:
+    """Read-only access to the stored vectors an ingest may keep (none when reuse is off or no store)."""
+
+    def __init__(self, runtime: Runtime, plan: VectorPlan) -> None:
+        self.path = runtime.settings.db_path
+        self.enabled = plan.reuse
+        self.conn: Any = None
+
+    def __enter__(self) -> _StoredVectors:
+        if self.enabled and self.path.is_file():
+            try:
+                self.conn = db.open_reader(self.path)
+            except Exception:  # noqa: BLE001 - no reuse is always correct, only slower
+                self.conn = None
+        return self
+
+    def hashes(self, path: str) -> set[str]:
+        """Text hashes of path's stored chunks that have a vector."""
+        if self.conn is None:
+            return set()
+        try:
+            return reusable_hashes(self.conn, path)
+        except db.DatabaseError:
+            return set()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.conn is not None:
+            self.conn.close()
