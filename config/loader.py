@@ -206,3 +206,20 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
             raise ConfigError(
                 f"{where}: knowledge.embeddings batch_size (1-2048), concurrency (>=1) and timeout (>0) are out of range"
             )
+
+
+def read_secret(
+    variable: str | None, setting: str = "knowledge.expose.mcp.token_env", environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The value of the environment variable a setting names (a token), or None when none is named.
+
+    Raise ConfigError when the variable is named but unset or empty, so a server configured to
+    require a token never starts without one.
+    """
+    if not variable:
+        return None
+    env = os.environ if environ is None else environ
+    value = env.get(variable, "").strip()
+    if not value:
+        raise ConfigError(f"{setting} names ${variable}, which is unset or empty; export it or remove {setting}")
+    return value

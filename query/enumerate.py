@@ -10,15 +10,15 @@ from a fixed table. CJK runs are matched as substrings through the trigram table
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import QueryError
 from config.settings import Settings
-from query.lexical import CJK_RUN, TRIGRAM, quote
+from query.lexical import TRIGRAM, quote
+from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import Reader, open_reader
-from query.words import STEMMER, document_count, related_forms
+from query.words import STEMMER, related_forms
 
 STATUS_OK = "ok"
 STATUS_NOT_BUILT = "index_not_built"
@@ -38,116 +38,9 @@ NOTE_QUERY_EMPTY = (
 )
 
 SORTS = ("matches", "path")
-FIELDS = {"heading": "heading_path", "body": "body"}
-_SCOPES: dict[str | None, tuple[str, ...]] = {None: ("body", "heading_path"), "heading": ("heading_path",), "body": ("body",)}
-_OPERATORS = {
-    "OR": "OR is not supported: match lists the documents holding every term; run one match per alternative",
-    "AND": "AND is not needed: every term is already required; write the words side by side, as `api policy`",
-    "NOT": "NOT is not supported: write a leading minus to exclude a word, as `api -deprecated`",
-    "NEAR": 'NEAR is not supported: write a quoted phrase for adjacent words, as `"retention policy"`, or the words side by side to require both anywhere in a document',
+_SCOPES: dict[str | None, tuple[str, ...]] = {
+    None: ("body", "heading_path"), "heading": ("heading_path",), "body": ("body",),
 }
-_FIELD = re.compile(r"([^\W\d][\w-]*):")
-_WORD = re.compile(r"[^\W_]+")
-
-
-@dataclass(frozen=True)
-class Term:
-    """One term of a match query: its text, whether quoted, its field, and whether it excludes."""
-
-    text: str
-    phrase: bool = False
-    field: str | None = None
-    negated: bool = False
-    cjk: bool = False
-
-    @property
-    def label(self) -> str:
-        """The term as it would be written in a query."""
-        body = quote(self.text) if self.phrase else self.text
-        scope = f"{self.field}:" if self.field else ""
-        return f"{'-' if self.negated else ''}{scope}{body}"
-
-
-@dataclass(frozen=True)
-class ParsedQuery:
-    """The terms of a query and the ones dropped for being under two characters."""
-
-    terms: tuple[Term, ...]
-    dropped: tuple[str, ...] = ()
-
-
-def parse(text: str) -> ParsedQuery:
-    """Parse the match language; raise QueryError naming what to write instead."""
-    raw: list[Term] = []
-    i, n = 0, len(text)
-    while i < n:
-        if text[i].isspace():
-            i += 1
-            continue
-        negated = text[i] == "-"
-        if negated:
-            i += 1
-            if i >= n or text[i].isspace():
-                raise QueryError("a bare `-` excludes nothing: write it directly before a word, as `api -deprecated`")
-        scope: str | None = None
-        found = _FIELD.match(text, i)
-        if found:
-            name = found.group(1)
-            i = found.end()
-            if name.lower() not in FIELDS:
-                raise QueryError(
-                    f"unknown field `{name}:`; the fields are heading: and body: "
-                    f"(to match the word itself, write {name} without the colon)"
-                )
-            if i >= n or text[i].isspace():
-                raise QueryError(f"`{name}:` needs a term right after it, as {name}:word or {name}:\"a phrase\"")
-            scope = name.lower()
-        if text[i] == '"':
-            close = text.find('"', i + 1)
-            if close < 0:
-                raise QueryError('unbalanced quote: close the phrase with a second `"`, as "retention policy"')
-            body, phrase, i = text[i + 1 : close], True, close + 1
-        else:
-            end = i
-            while end < n and not text[end].isspace() and text[end] != '"':
-                end += 1
-            body, phrase, i = text[i:end], False, end
-            _reject_operator(body)
-        if "*" in body:
-            raise QueryError(
-                "`*` is not supported: a prefix search against a stemmed index can return fewer documents "
-                "as the prefix grows; list the words with `knowledge words '^prefix'` and match them"
-            )
-        raw.append(Term(body, phrase, scope, negated))
-    if raw and all(t.negated for t in raw):
-        raise QueryError("a query of only exclusions has nothing to subtract from: add a word to match, as `api -deprecated`")
-    return _split_and_drop(raw)
-
-
-def _reject_operator(word: str) -> None:
-    if word in _OPERATORS:
-        raise QueryError(_OPERATORS[word])
-    if word.startswith("NEAR") and (len(word) == 4 or not word[4].isalnum()):
-        raise QueryError(_OPERATORS["NEAR"])
-
-
-def _split_and_drop(raw: list[Term]) -> ParsedQuery:
-    terms: list[Term] = []
-    dropped: list[str] = []
-    for term in raw:
-        runs = CJK_RUN.findall(term.text)
-        rest = CJK_RUN.sub(" ", term.text).strip() if runs else term.text
-        for run in runs:
-            terms.append(Term(run, False, term.field, term.negated, cjk=True))
-        if runs and not _WORD.search(rest):
-            continue
-        letters = "".join(_WORD.findall(rest))
-        if len(letters) < 2:
-            dropped.append(term.label)
-            continue
-        terms.append(Term(rest, term.phrase, term.field, term.negated))
-    unique = tuple(dict.fromkeys(terms))
-    return ParsedQuery(unique, tuple(dict.fromkeys(dropped)))
 
 
 @dataclass
@@ -223,6 +116,7 @@ def enumerate_documents(
     """Every document holding all positive terms and none of the excluded; raise QueryError on bad syntax."""
     if sort not in SORTS:
         raise QueryError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}")
+    text = scrub(text)
     parsed = parse(text)
     own = reader is None
     reader = reader or open_reader(settings)
@@ -347,7 +241,7 @@ def report(conn: Any, term: Term, any_form: int) -> TermReport:
     if term.cjk:
         return TermReport(term, any_form, any_form, term.text)
     as_written = len(term_documents(conn, term, "chunks_fts_exact"))
-    words = [w.lower() for w in _WORD.findall(term.text)]
+    words = [w.lower() for w in WORD.findall(term.text)]
     stems = STEMMER.stems(words)
     stem = " ".join(stems[w] for w in words)
     related = tuple(related_forms(conn, stem)) if len(words) == 1 else ()

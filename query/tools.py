@@ -17,7 +17,7 @@ from config.errors import KnowledgeError, QueryError
 from config.settings import MAX_TOP_K, Settings
 from query import budget
 from query.citations import CitationMapper
-from query.enumerate import enumerate_documents, ok_note
+from query.enumerate import enumerate_documents, ok_note, scrub
 from query.search import search
 
 FRAMING = (
@@ -58,6 +58,7 @@ OK_SEARCH_NOTE = (
 
 def knowledge_search(settings: Settings, query: str, top_k: int | None = None) -> dict[str, Any]:
     """The knowledge_search tool: ranked, cited sections within the text budget; never raises."""
+    query = scrub(query)
     try:
         k = None if top_k is None else max(1, min(int(top_k), MAX_TOP_K))
         response = search(settings, query, k)
@@ -97,6 +98,7 @@ def knowledge_search(settings: Settings, query: str, top_k: int | None = None) -
 
 def knowledge_enumerate(settings: Settings, query: str) -> dict[str, Any]:
     """The knowledge_enumerate tool: every matching document, trimmed to a quarter budget; never raises."""
+    query = scrub(query)
     try:
         room = budget.enumerate_budget(settings)
         result = enumerate_documents(settings, query, limit=budget.most_entries(room))

@@ -1,0 +1,31 @@
+"""The serving commands: `knowledge mcp` (stdio) and `knowledge serve` (MCP over HTTP + JSON API)."""
+
+from __future__ import annotations
+
+import click
+
+from config.loader import read_secret
+from query.cli import Context, cli, pass_context
+
+
+@cli.command("mcp")
+@pass_context
+def mcp_command(obj: Context) -> None:
+    """Serve the allowlisted knowledge tools over MCP on stdin/stdout (logs on stderr)."""
+    from query.mcp_server import serve_stdio
+
+    serve_stdio(obj.settings)
+
+
+@cli.command("serve")
+@click.option("--host", default=None, help="Address to bind (default knowledge.expose.mcp.host, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to bind (default knowledge.expose.mcp.port).")
+@pass_context
+def serve_command(obj: Context, host: str | None, port: int | None) -> None:
+    """Serve MCP over streamable HTTP at /mcp and the JSON API at /v1 on one port."""
+    from query.http_api import serve
+
+    settings = obj.settings
+    exposure = settings.expose.mcp
+    token = read_secret(exposure.token_env)
+    serve(settings, host or exposure.host, exposure.port if port is None else port, token)

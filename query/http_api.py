@@ -1,0 +1,236 @@
+"""`knowledge serve`: MCP over streamable HTTP and a small JSON API on one port.
+
+Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/sources, /v1/stats and /healthz.
+Every request passes the Guard first: its Host must be a loopback name, the bound address or one of
+expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin header, when a browser sends one, must
+be listed in expose.mcp.allowed_origins (none by default); and with a token configured every route
+but /healthz needs `Authorization: Bearer <token>`. /v1/search and /v1/match answer only when their
+tool (knowledge_search, knowledge_enumerate) is exposed, exactly as over MCP.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from config.errors import KnowledgeError, QueryError
+from config.settings import Settings
+from query import tools
+from query.citations import CitationMapper
+from query.enumerate import enumerate_documents, to_json
+from query.mcp_server import build_server
+from query.reader import open_reader
+from query.tier import tier_line
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+OPEN_PATHS = frozenset({"/healthz"})
+MCP_PATH = "/mcp"
+DEFAULT_MATCH_LIMIT = 50
+
+
+def host_name(header: str) -> str:
+    """The host part of a Host header value, lowercased, without port or IPv6 brackets."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value[1:]
+    name, sep, port = value.rpartition(":")
+    return name if sep and port.isdigit() and ":" not in name else value
+
+
+class Guard:
+    """ASGI middleware: Host and Origin checks on every request, then the bearer token."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        bind_host: str,
+        allowed_hosts: tuple[str, ...] = (),
+        allowed_origins: tuple[str, ...] = (),
+        token: str | None = None,
+    ) -> None:
+        self.app = app
+        self.hosts = set(LOOPBACK_NAMES) | {h.lower() for h in allowed_hosts}
+        if bind_host.lower() not in WILDCARD_HOSTS:
+            self.hosts.add(host_name(bind_host))
+        self.origins = {o.rstrip("/").lower() for o in allowed_origins}
+        self.token = token
+
+    def host_allowed(self, header: str | None) -> bool:
+        """Whether a Host header names this server."""
+        if not header:
+            return False
+        value = header.strip().lower()
+        return value in self.hosts or host_name(value) in self.hosts
+
+    def origin_allowed(self, header: str | None) -> bool:
+        """Whether a request's Origin (absent for non-browser clients) is allowed."""
+        return header is None or header.rstrip("/").lower() in self.origins
+
+    def token_ok(self, header: str | None) -> bool:
+        """Whether the Authorization header carries the configured bearer token."""
+        if self.token is None:
+            return True
+        scheme, _, value = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal: Response | None = None
+        if not self.host_allowed(headers.get("host")):
+            refusal = _refuse(421, "host_refused", "the Host header names no address this server answers to; add it to knowledge.expose.mcp.allowed_hosts")
+        elif not self.origin_allowed(headers.get("origin")):
+            refusal = _refuse(403, "origin_refused", "browser origins are refused unless listed in knowledge.expose.mcp.allowed_origins")
+        elif scope.get("path") not in OPEN_PATHS and not self.token_ok(headers.get("authorization")):
+            refusal = _refuse(401, "unauthorized", "this server requires `Authorization: Bearer <token>`")
+            refusal.headers["WWW-Authenticate"] = "Bearer"
+        if refusal is not None:
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _refuse(code: int, status: str, note: str) -> JSONResponse:
+    return JSONResponse({"status": status, "note": note}, status_code=code)
+
+
+def _json(data: dict[str, Any], code: int = 200) -> Response:
+    return Response(json.dumps(data, ensure_ascii=False), status_code=code, media_type="application/json")
+
+
+def _int_param(request: Request, name: str, default: int | None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise QueryError(f"{name} must be a whole number, got {raw!r}") from exc
+
+
+class JsonApi:
+    """The GET /v1 handlers over the same core functions the CLI and the tools use."""
+
+    def __init__(self, settings: Settings, served: tuple[str, ...]) -> None:
+        self.settings = settings
+        self.served = served
+
+    def health(self, request: Request) -> Response:
+        """Liveness: the server answers (the index may still be unbuilt)."""
+        return _json({"status": "ok", "tools": list(self.served)})
+
+    def search(self, request: Request) -> Response:
+        """knowledge_search over HTTP: ?q=...&top_k=..."""
+        if "knowledge_search" not in self.served:
+            return _json(_not_served("knowledge_search"), 404)
+        query = request.query_params.get("q")
+        if query is None:
+            return _json({"status": "query_error", "note": "pass the query as ?q=..."}, 400)
+        try:
+            top_k = _int_param(request, "top_k", None)
+        except QueryError as exc:
+            return _json({"status": "query_error", "note": str(exc)}, 400)
+        return _json(tools.knowledge_search(self.settings, query, top_k))
+
+    def match(self, request: Request) -> Response:
+        """match over HTTP, the `match --json` shape: ?q=...&limit=...&sort=matches|path&all=1"""
+        if "knowledge_enumerate" not in self.served:
+            return _json(_not_served("knowledge_enumerate"), 404)
+        query = request.query_params.get("q")
+        if query is None:
+            return _json({"status": "query_error", "note": "pass the query as ?q=..."}, 400)
+        try:
+            everything = request.query_params.get("all", "") in ("1", "true", "yes")
+            limit = None if everything else _int_param(request, "limit", DEFAULT_MATCH_LIMIT)
+            result = enumerate_documents(self.settings, query, limit, request.query_params.get("sort", "matches"))
+            mapper = CitationMapper.from_settings(self.settings)
+        except QueryError as exc:
+            return _json({"status": "query_error", "note": str(exc)}, 400)
+        except KnowledgeError as exc:
+            return _json({"status": "error", "note": str(exc)}, 500)
+        return _json(to_json(result, mapper.cite_chunk))
+
+    def sources(self, request: Request) -> Response:
+        """Every indexed document, with its mapped citation when rules exist."""
+        return self._with_reader(lambda reader: {"documents": self._mapped(reader.sources())})
+
+    def stats(self, request: Request) -> Response:
+        """Counts and facts about the index, and the tier line."""
+        return self._with_reader(lambda reader: {**reader.stats(), "tier": tier_line(self.settings)})
+
+    def _mapped(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        mapper = CitationMapper.from_settings(self.settings)
+        for row in rows:
+            row["mapped"] = mapper.map_document(row["path"]) if mapper.configured else None
+        return rows
+
+    def _with_reader(self, body: Callable[[Any], dict[str, Any]]) -> Response:
+        try:
+            reader = open_reader(self.settings)
+        except KnowledgeError as exc:
+            return _json({"status": "error", "note": str(exc)}, 500)
+        if reader is None:
+            return _json({"status": "index_not_built", "note": "no index has been built yet; run `knowledge index` to build it"})
+        with reader:
+            return _json({"status": "ok", **body(reader)})
+
+
+def _not_served(tool: str) -> dict[str, str]:
+    return {"status": "not_served", "note": f"{tool} is not exposed; name it under knowledge.expose.mcp.builtins"}
+
+
+def build_app(
+    settings: Settings, host: str, token: str | None = None, warn: Callable[[str], None] | None = None
+) -> ASGIApp:
+    """The guarded ASGI app: the MCP endpoint and the JSON API."""
+    server = build_server(settings, warn=warn)
+    served = tuple(tool.name for tool in tools.exposure(settings).served)
+    api = JsonApi(settings, served)
+    for path, handler in (
+        ("/healthz", api.health),
+        ("/v1/search", api.search),
+        ("/v1/match", api.match),
+        ("/v1/sources", api.sources),
+        ("/v1/stats", api.stats),
+    ):
+        server.custom_route(path, methods=["GET"])(handler)  # type: ignore[arg-type]
+    # The Guard below does the Host/Origin checks for every route, the MCP endpoint included.
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host,
+    )
+    mcp = settings.expose.mcp
+    return Guard(app, host, mcp.allowed_hosts, mcp.allowed_origins, token)
+
+
+def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
+    """Run the HTTP server until interrupted; logs go to stderr."""
+    import uvicorn
+
+    def warn(message: str) -> None:
+        print(f"knowledge: warning: {message}", file=sys.stderr, flush=True)
+
+    if token is None and host_name(host) not in LOOPBACK_NAMES:
+        warn(f"serving on {host} without a bearer token: anyone who reaches the port reads the index; set knowledge.expose.mcp.token_env")
+    app = build_app(settings, host, token, warn)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"knowledge: serving http://{shown}:{port} (MCP at {MCP_PATH}, JSON API at /v1)", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)).run()
