@@ -47,7 +47,7 @@ def namespace(settings: Settings) -> str:
 # MAINTENANCE_CHANCE per million broker commands). Worker processes also heartbeat from a thread
 # (workers/processes.py), so a long message never makes a live worker look dead.
 HEARTBEAT_TIMEOUT_MS = 10_000
-MAINTENANCE_CHANCE = 10_000
+MAINTENANCE_CHANCE = 50_000
 # How long an idle consumer sleeps between polls: Dramatiq's 1000 ms default adds up to a second of
 # latency per hop; 100 ms keeps a three-hop run snappy at a few polls per second per queue.
 WORKER_TIMEOUT_MS = 100

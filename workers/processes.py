@@ -79,7 +79,7 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     heartbeat = Heartbeat(broker)
     worker.start()
     heartbeat.start()
-    log.info(f"{role} started", pid=os.getpid(), queues=sorted(queue_names), threads=threads,
+    log.info(f"{role} started", pid=os.getpid(), broker_id=broker.broker_id, queues=sorted(queue_names), threads=threads,
              broker=redacted(settings.broker.url), store=str(settings.db_path))  # type: ignore[union-attr]
     try:
         while not stop.wait(0.5):

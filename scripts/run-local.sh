@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Start the distributed shape on one host without Docker: the same processes docker-compose.yml runs.
+#
+#   scripts/run-local.sh [--config FILE] [--workers N] [--threads T] [--no-serve] [--run-dir DIR]
+#
+# Starts, in this order, each in the background with its pid and log in the run directory:
+#   writer.pid  knowledge writer                       (the write queue, one thread, the store's lock)
+#   worker.pid  knowledge worker --processes N -t T    (the ingest and embed queues)
+#   serve.pid   knowledge serve                        (the query server; skipped with --no-serve)
+# The broker and store come from the config as for any knowledge command (--config, or
+# KNOWLEDGE_CONFIG, KNOWLEDGE_BROKER_URL, KNOWLEDGE_STORE_DIR). Stop them with scripts/stop-local.sh.
+# Exit status: 0 when everything started; the writer's own status (75: another writer holds the
+# store) or 1 when a process died while starting.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+knowledge="${KNOWLEDGE_BIN:-}"
+if [[ -z "$knowledge" ]]; then
+  if [[ -x "$here/../.venv/bin/knowledge" ]]; then knowledge="$here/../.venv/bin/knowledge"; else knowledge="knowledge"; fi
+fi
+workers=2
+threads=""
+serve=1
+run_dir="${KNOWLEDGE_RUN_DIR:-./.knowledge-run}"
+wait_s="${KNOWLEDGE_START_TIMEOUT:-30}"
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --config) export KNOWLEDGE_CONFIG="$2"; shift 2 ;;
+    --workers) workers="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --no-serve) serve=0; shift ;;
+    --run-dir) run_dir="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "run-local: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+# alive PID: running and not a zombie waiting for its reaper.
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local state
+  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
+  [[ -n "$state" && "$state" != Z* ]]
+}
+
+mkdir -p "$run_dir"
+for name in writer worker serve; do
+  if [[ -f "$run_dir/$name.pid" ]] && alive "$(cat "$run_dir/$name.pid")"; then
+    echo "run-local: $name is already running (pid $(cat "$run_dir/$name.pid")); scripts/stop-local.sh first" >&2
+    exit 75
+  fi
+done
+
+# start NAME READY-PATTERN COMMAND...: background it, record its pid, wait (bounded) until
+# READY-PATTERN shows in its log (an empty pattern: until it has stayed up for a second).
+start() {
+  local name="$1" ready="$2"; shift 2
+  "$@" >"$run_dir/$name.log" 2>&1 &
+  local pid=$!
+  echo "$pid" >"$run_dir/$name.pid"
+  local deadline=$((SECONDS + wait_s)) settle=$((SECONDS + 1))
+  while true; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      local status=0
+      wait "$pid" || status=$?
+      rm -f "$run_dir/$name.pid"
+      echo "run-local: $name exited while starting (status $status):" >&2
+      tail -n 5 "$run_dir/$name.log" >&2
+      return "$(( status == 0 ? 1 : status ))"
+    fi
+    if [[ -n "$ready" ]]; then
+      grep -q -- "$ready" "$run_dir/$name.log" 2>/dev/null && break
+    elif (( SECONDS >= settle )); then
+      break
+    fi
+    if (( SECONDS >= deadline )); then
+      echo "run-local: $name did not report ready within ${wait_s}s; see $run_dir/$name.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "run-local: $name started (pid $pid, log $run_dir/$name.log)"
+}
+
+status=0
+start writer "writer started" "$knowledge" writer || status=$?
+if (( status != 0 )); then exit "$status"; fi
+worker_args=(worker --processes "$workers")
+if [[ -n "$threads" ]]; then worker_args+=(--threads "$threads"); fi
+if ! start worker "worker started" "$knowledge" "${worker_args[@]}"; then
+  "$here/stop-local.sh" --run-dir "$run_dir" >/dev/null
+  exit 1
+fi
+if (( serve )); then
+  if "$knowledge" serve --help >/dev/null 2>&1; then
+    start serve "" "$knowledge" serve || echo "run-local: the query server did not start; see $run_dir/serve.log" >&2
+  else
+    echo "run-local: this knowledge has no serve command yet; query server not started" >&2
+  fi
+fi

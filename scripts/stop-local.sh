@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Stop what scripts/run-local.sh started: SIGTERM each recorded pid (the query server and workers
+# first, the writer last, so it applies what the workers staged), wait up to
+# KNOWLEDGE_STOP_TIMEOUT seconds (default 40) for each, then SIGKILL a straggler.
+#
+#   scripts/stop-local.sh [--run-dir DIR]
+set -euo pipefail
+
+run_dir="${KNOWLEDGE_RUN_DIR:-./.knowledge-run}"
+wait_s="${KNOWLEDGE_STOP_TIMEOUT:-40}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --run-dir) run_dir="$2"; shift 2 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "stop-local: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+# alive PID: running and not a zombie waiting for its reaper (run-local.sh's children outlive it).
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local state
+  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
+  [[ -n "$state" && "$state" != Z* ]]
+}
+
+for name in serve worker writer; do
+  pidfile="$run_dir/$name.pid"
+  [[ -f "$pidfile" ]] || continue
+  pid="$(cat "$pidfile")"
+  if kill -TERM "$pid" 2>/dev/null; then
+    deadline=$((SECONDS + wait_s))
+    while alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
+    if alive "$pid"; then
+      echo "stop-local: $name (pid $pid) did not stop within ${wait_s}s; killing it" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    echo "stop-local: $name stopped (pid $pid)"
+  fi
+  rm -f "$pidfile"
+done

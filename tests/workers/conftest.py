@@ -1,0 +1,56 @@
+"""Redis fixtures: the real server on 127.0.0.1:6379 (a dedicated db, a namespace per test).
+
+Tests that need Redis skip when it is not running, except under CI=true where they fail: a CI job
+without its Redis must not pass by skipping the distributed suite.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+REDIS_HOST = "127.0.0.1"
+REDIS_PORT = 6379
+REDIS_DB = 13
+REDIS_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
+
+
+def require_redis(url: str = REDIS_URL) -> redis.Redis:
+    """A client on url; skip the test if Redis is down, or fail it under CI=true."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=10)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        client.close()
+        message = f"Redis is not reachable at {url}: {exc}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{message} (CI=true: the distributed tests must run, not skip)")
+        pytest.skip(message)
+    return client
+
+
+def delete_namespace(client: redis.Redis, namespace: str) -> None:
+    """Delete every key under namespace (bounded by what SCAN returns)."""
+    keys = list(client.scan_iter(match=f"{namespace}:*", count=1000))
+    for start in range(0, len(keys), 500):
+        client.delete(*keys[start:start + 500])
+
+
+@pytest.fixture
+def redis_client() -> Iterator[redis.Redis]:
+    """A client on the tests' Redis db."""
+    client = require_redis()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def redis_namespace(redis_client: redis.Redis) -> Iterator[str]:
+    """A fresh key namespace, deleted after the test."""
+    namespace = f"knowledge-test:{uuid.uuid4().hex[:12]}"
+    yield namespace
+    delete_namespace(redis_client, namespace)

@@ -1,0 +1,131 @@
+"""One contract, two ledgers: InMemoryLedger and RedisLedger answer every question the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from workers.ledger import InMemoryLedger
+from workers.redis_ledger import RedisLedger
+
+
+@pytest.fixture(params=["memory", "redis"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[object]:
+    """Each ledger implementation in turn (Redis on a fresh namespace)."""
+    if request.param == "memory":
+        yield InMemoryLedger()
+        return
+    client: redis.Redis = request.getfixturevalue("redis_client")
+    namespace: str = request.getfixturevalue("redis_namespace")
+    yield RedisLedger(client, namespace)
+
+
+def _walk(ledger: object, run_id: str = "r1", total: int = 3) -> None:
+    ledger.start(run_id, {"roots": ["docs"]})  # type: ignore[attr-defined]
+    ledger.walked(run_id, total, {"docs": ["docs/a.md", "docs/b.md", "docs/c.md"]}, ["docs"])  # type: ignore[attr-defined]
+
+
+def test_the_first_outcome_of_a_path_wins_and_counts_once(ledger) -> None:
+    _walk(ledger)
+    ledger.record("r1", [("docs/a.md", "added", None), ("docs/b.md", "failed", "boom")])
+    ledger.record("r1", [("docs/a.md", "updated", None), ("docs/b.md", "added", None), ("docs/a.md", "added", None)])
+    summary = ledger.summary("r1")
+    assert summary.counts == {"added": 1, "updated": 0, "unchanged": 0, "skipped": 0, "failed": 1}
+    assert summary.failures == [{"path": "docs/b.md", "reason": "boom"}]
+    assert summary.accounted == 2 and not summary.done
+
+
+def test_a_run_is_done_only_when_every_walked_file_is_accounted_for(ledger) -> None:
+    ledger.start("r1", {})
+    ledger.record("r1", [("docs/a.md", "unchanged", None)])
+    assert not ledger.summary("r1").done, "not walked yet"
+    ledger.walked("r1", 2, {"docs": ["docs/a.md", "docs/b.md"]}, ["docs"])
+    assert not ledger.summary("r1").done
+    ledger.record("r1", [("docs/b.md", "skipped", "binary file")])
+    summary = ledger.summary("r1")
+    assert summary.done and summary.skipped == [{"path": "docs/b.md", "reason": "binary file"}]
+
+
+def test_walk_skips_and_read_skips_are_listed_together(ledger) -> None:
+    _walk(ledger)
+    ledger.skip("r1", [("docs/big.md", "larger than 10 MB")])
+    ledger.record("r1", [("docs/c.md", "skipped", "not UTF-8")])
+    assert [s["path"] for s in ledger.summary("r1").skipped] == ["docs/big.md", "docs/c.md"]
+
+
+def test_staging_is_idempotent_and_unstaging_empties_it(ledger) -> None:
+    _walk(ledger)
+    payload = [{"path": "docs/a.md", "outcome": "document", "doc": {"body": "é" * 5000}}]
+    assert ledger.staged("r1", "b-1") is None
+    ledger.stage("r1", "b-1", payload)
+    ledger.stage("r1", "b-1", payload)
+    assert ledger.staged("r1", "b-1") == payload
+    ledger.unstage("r1", "b-1")
+    ledger.unstage("r1", "b-1")
+    assert ledger.staged("r1", "b-1") is None
+
+
+def test_seen_paths_and_prunable_roots_come_back_as_walked(ledger) -> None:
+    _walk(ledger)
+    assert ledger.seen("r1", "docs") == {"docs/a.md", "docs/b.md", "docs/c.md"}
+    assert ledger.seen("r1", "other") == set()
+    assert ledger.prunable("r1") == ["docs"]
+
+
+def test_finishing_is_claimed_exactly_once(ledger) -> None:
+    _walk(ledger)
+    assert ledger.claim_finish("r1") is True
+    assert ledger.claim_finish("r1") is False
+    ledger.finish("r1", "complete", 2, 10, 40, None)
+    summary = ledger.summary("r1")
+    assert (summary.state, summary.removed, summary.files, summary.chunks, summary.error) == ("complete", 2, 10, 40, None)
+
+
+def test_recent_lists_runs_newest_first(ledger) -> None:
+    for run_id in ("r1", "r2", "r3"):
+        ledger.start(run_id, {"roots": ["docs"]})
+    assert [s.run_id for s in ledger.recent(2)] == ["r3", "r2"]
+
+
+def test_redis_keys_all_expire(redis_client: redis.Redis, redis_namespace: str) -> None:
+    ledger = RedisLedger(redis_client, redis_namespace)
+    _walk(ledger)
+    ledger.skip("r1", [("docs/x.bin", "binary")])
+    ledger.record("r1", [("docs/a.md", "failed", "x"), ("docs/b.md", "skipped", "y"), ("docs/c.md", "added", None)])
+    ledger.stage("r1", "b-1", [{"path": "docs/a.md"}])
+    keys = list(redis_client.scan_iter(match=f"{redis_namespace}:*"))
+    assert len(keys) >= 8
+    assert all(0 < redis_client.ttl(k) <= 7 * 24 * 3600 for k in keys), {k: redis_client.ttl(k) for k in keys}
+
+
+def test_the_run_lock_admits_one_run_and_names_it(redis_client: redis.Redis, redis_namespace: str) -> None:
+    ledger = RedisLedger(redis_client, redis_namespace)
+    assert ledger.acquire_run_lock("r1", 5_000) is None
+    assert ledger.acquire_run_lock("r2", 5_000) == "r1"
+    assert ledger.refresh_run_lock("r2") is False and ledger.release_run_lock("r2") is False
+    assert ledger.refresh_run_lock("r1", 60_000) is True
+    assert 5_000 < redis_client.pttl(ledger.lock_key) <= 60_000
+    ledger.start("r1", {})
+    ledger.finish("r1", "complete", 0, 0, 0, None)
+    assert ledger.run_lock_holder() is None
+    assert ledger.acquire_run_lock("r2", 5_000) is None
+
+
+def test_a_run_left_running_without_its_lock_is_abandoned_by_the_next(
+    redis_client: redis.Redis, redis_namespace: str
+) -> None:
+    ledger = RedisLedger(redis_client, redis_namespace)
+    assert ledger.acquire_run_lock("r1", 5_000) is None
+    _walk(ledger, "r1")
+    redis_client.delete(ledger.lock_key)  # the lock expired: its CLI and workers went away
+    assert ledger.acquire_run_lock("r2", 5_000) is None
+    old = ledger.summary("r1")
+    assert old.state == "failed" and "r2" in (old.error or "")
+    assert ledger.claim_finish("r1") is False, "an abandoned run never prunes"
+
+
+def test_a_run_whose_keys_are_gone_reads_as_failed(redis_client: redis.Redis, redis_namespace: str) -> None:
+    summary = RedisLedger(redis_client, redis_namespace).summary("nope")
+    assert summary.state == "failed" and "gone" in (summary.error or "")
