@@ -16,10 +16,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from query.fusion import rrf
+
 MAX_TERMS = 40
 FANOUT = 50
 HEADING_WEIGHT = 2.0
-RRF_K = 60
 
 _TERM = re.compile(r"[^\W_]+")
 CJK_RUN = re.compile(
@@ -125,10 +126,5 @@ def trigrams(runs: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def fuse(rankings: list[list[int]], limit: int) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion (1-based ranks, k=RRF_K), ties to the smaller id; scores negated."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, cid in enumerate(ranking, start=1):
-            scores[cid] = scores.get(cid, 0.0) + 1.0 / (RRF_K + rank)
-    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return [(cid, -score) for cid, score in ordered]
+    """The first limit ids of the reciprocal rank fusion of rankings, scores negated (lower is better)."""
+    return [(cid, -score) for cid, score in rrf(rankings)[:limit]]
