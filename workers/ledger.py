@@ -87,6 +87,7 @@ class Ledger(Protocol):
     def present_vectors(self, run_id: str, slots: list[tuple[str, int]]) -> list[bool]: ...
     def vectors(self, run_id: str, doc_key: str) -> dict[int, bytes]: ...
     def drop_vectors(self, run_id: str, doc_key: str) -> None: ...
+    def drop_backlog(self, run_id: str) -> None: ...
 
 
 class InMemoryLedger:
@@ -260,6 +261,14 @@ class InMemoryLedger:
             run = self._run(run_id)
             run["vectors"].pop(doc_key, None)
             run["settled"].add(doc_key)
+
+    def drop_backlog(self, run_id: str) -> None:
+        """Free a finished run's embedding backlog and vectors (late duplicates then find nothing)."""
+        with self._lock:
+            run = self._run(run_id)
+            run["backlog"] = []
+            run["queued"].clear()
+            run["vectors"].clear()
 
 
 def _summarise(run_id: str, run: dict[str, Any]) -> RunSummary:

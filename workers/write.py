@@ -46,6 +46,8 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
     ledger = runtime.ledger
     if not ledger.summary(run_id).done or not ledger.claim_finish(run_id):
         return False
+    if embed.run_plan(runtime, run_id) is not None:
+        ledger.drop_backlog(run_id)  # every document is written or failed: the backlog is spent
     store = runtime.writer_store()
     removed = 0
     try:

@@ -1,0 +1,105 @@
+"""The vector tier in the distributed shape: real `knowledge worker`/`writer` processes, real Redis,
+the loopback embeddings server; a worker killed with -9 while it embeds loses no vector."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from config.loader import settings_from_mapping
+from pipeline import db, vectors
+from tests.conftest import write_tree
+from tests.embedserver import EmbedServer, hashed_vector
+from tests.workers.cluster import Cluster
+from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+DIM = 16
+FILES = 64 * 8 + 20
+
+
+@pytest.fixture
+def server() -> Iterator[EmbedServer]:
+    with EmbedServer(dim=DIM) as running:
+        yield running
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, server: EmbedServer) -> Iterator[Cluster]:
+    """A store of its own with an embeddings block in its knowledge.yaml; processes stopped after."""
+    client = require_redis()
+    made = Cluster(tmp_path / "store", REDIS_URL)
+    (made.base / "knowledge.yaml").write_text(
+        f"knowledge:\n  embeddings:\n    base_url: {server.base_url}\n    model: hashed-bow\n    timeout: 5\n",
+        encoding="utf-8")
+    write_tree(made.base, {f"docs/n{i:04d}.md": f"# Note {i}\n\nnote {i} on topic{i % 11}\n" for i in range(FILES)})
+    delete_namespace(client, made.namespace)
+    yield made
+    made.stop()
+    delete_namespace(client, made.namespace)
+    client.close()
+
+
+def assert_every_chunk_has_its_own_vector(base: Path) -> int:
+    settings = settings_from_mapping({}, store_base=base)
+    conn = db.open_reader(settings.db_path)
+    try:
+        rows = conn.execute(
+            "SELECT c.heading_path, c.body, v.embedding FROM chunks c LEFT JOIN chunks_vec v ON v.chunk_id = c.id"
+        ).fetchall()
+    finally:
+        conn.close()
+    for _, body, blob in rows:
+        assert blob is not None, f"no vector for {body!r}"
+        raw = hashed_vector(body, DIM)
+        norm = math.sqrt(sum(x * x for x in raw))
+        assert all(abs(a - b / norm) < 1e-5 for a, b in zip(vectors.from_blob(blob), raw))
+    return len(rows)
+
+
+def test_a_distributed_vector_run_embeds_full_batches_across_documents(cluster: Cluster, server: EmbedServer) -> None:
+    cluster.start(workers=2, threads=2)
+    result = cluster.knowledge("index", "docs", "--json", timeout=120)
+    assert result.returncode == 0, result.stderr + cluster.logs()
+    summary = json.loads(result.stdout)
+    assert (summary["added"], summary["failed"]) == (FILES, 0)
+    sizes = [len(r) for r in server.requests if r != ["knowledge embeddings probe"]]
+    assert sum(sizes) == FILES and sizes.count(64) == FILES // 64
+    assert assert_every_chunk_has_its_own_vector(cluster.base) == FILES
+
+
+def test_a_worker_killed_during_embedding_still_converges_with_every_vector(cluster: Cluster,
+                                                                            server: EmbedServer) -> None:
+    server.faults.slow = 0.4  # every request takes a while: a worker is caught holding one
+    cluster.start(workers=2, threads=2)
+    client = cluster.client()
+    before = cluster.worker_children()
+
+    def ready() -> dict[int, str] | None:
+        ids = cluster.broker_ids("worker")
+        return ids if set(before) <= set(ids) else None
+
+    broker_ids = cluster.wait_for(ready, 30, "both workers ready")
+    index = cluster.popen("index", "docs", "--json")
+
+    def embedding_worker() -> int | None:
+        for pid in before:
+            if client.scard(f"{cluster.namespace}:__acks__.{broker_ids[pid]}.embed"):
+                return pid
+        return None
+
+    victim = cluster.wait_for(embedding_worker, 60, "a worker holding an embed message", poll=0.005)
+    os.kill(victim, signal.SIGKILL)
+    out, err = index.communicate(timeout=150)
+    assert index.returncode == 0, err + cluster.logs()
+    summary = json.loads(out)
+    assert summary["failed"] == 0 and summary["added"] + summary["updated"] == FILES
+    assert assert_every_chunk_has_its_own_vector(cluster.base) == FILES
+    client.close()
