@@ -8,8 +8,8 @@ from typing import Any
 import dramatiq
 
 from workers import queues
-from workers.embed import embed_batch, give_up_batch
-from workers.ingest import ingest_batch
+from workers.embed import embed_batch, give_up_batch, ingest_finished, run_plan
+from workers.ingest import batch_key, ingest_batch
 from workers.runtime import current
 from workers.write import apply_batch, finish_if_complete
 
@@ -23,6 +23,7 @@ class Actors:
     finalize: dramatiq.Actor[Any, Any]
     embed: dramatiq.Actor[Any, Any] | None = None
     embed_exhausted: dramatiq.Actor[Any, Any] | None = None
+    ingest_exhausted: dramatiq.Actor[Any, Any] | None = None
 
 
 def declare_actors(broker: dramatiq.Broker) -> Actors:
@@ -42,6 +43,14 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
     def embed(run_id: str, index: int) -> None:
         embed_batch(current(), run_id, index)
 
+    def ingest_exhausted(message: dict[str, Any], info: dict[str, Any]) -> None:
+        # The middleware records the files as failed; a vector run must still flush its tail batch.
+        runtime = current()
+        run_id, files = message["args"][0], message["args"][1]
+        plan = run_plan(runtime, run_id)
+        if plan is not None:
+            ingest_finished(runtime, run_id, batch_key(files), plan)
+
     def embed_exhausted(message: dict[str, Any], info: dict[str, Any]) -> None:
         run_id, index = message["args"][0], message["args"][1]
         reason = f"the embeddings server stayed unavailable through {info.get('retries', 0)} retries"
@@ -49,7 +58,7 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
 
     return Actors(
         ingest=dramatiq.actor(ingest, broker=broker, actor_name="ingest", queue_name=queues.INGEST,
-                              **queues.INGEST_OPTIONS),
+                              on_retry_exhausted="ingest_exhausted", **queues.INGEST_OPTIONS),
         write=dramatiq.actor(write, broker=broker, actor_name="write", queue_name=queues.WRITE,
                              **queues.WRITE_OPTIONS),
         finalize=dramatiq.actor(finalize, broker=broker, actor_name="finalize", queue_name=queues.WRITE,
@@ -58,4 +67,6 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
                              on_retry_exhausted="embed_exhausted", **queues.EMBED_OPTIONS),
         embed_exhausted=dramatiq.actor(embed_exhausted, broker=broker, actor_name="embed_exhausted",
                                        queue_name=queues.EMBED, **queues.INGEST_OPTIONS),
+        ingest_exhausted=dramatiq.actor(ingest_exhausted, broker=broker, actor_name="ingest_exhausted",
+                                        queue_name=queues.INGEST, **queues.INGEST_OPTIONS),
     )

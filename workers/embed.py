@@ -97,9 +97,14 @@ def dispatch(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
     for position in runtime.ledger.queue_embeds(run_id, key, []):
         if (position + 1) % size == 0:
             runtime.actors.embed.send(run_id, position // size)
+    ingest_finished(runtime, run_id, key, plan)
+
+
+def ingest_finished(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
+    """Mark an ingest message done (or given up); after the last one, send the backlog's tail batch."""
     all_done, length = runtime.ledger.ingest_done(run_id, key)
-    if all_done and length % size:
-        runtime.actors.embed.send(run_id, (length - 1) // size)
+    if all_done and length % plan.batch_size:
+        runtime.actors.embed.send(run_id, (length - 1) // plan.batch_size)
 
 
 def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 import workers.actors
 import workers.embed
+import workers.queues
 from config.errors import EmbeddingUnavailable, VectorIdentityMismatch
 from config.settings import Settings
 from pipeline import db, vectors
@@ -273,3 +274,42 @@ def test_redelivered_ingest_and_embed_messages_repeat_harmlessly(workdir: Path, 
     assert summary.counts["added"] == 150 and summary.counts["failed"] == 0
     assert sum(len(r) for r in embed_requests(server)) == 150  # no chunk embedded twice
     assert_every_chunk_has_its_own_vector(settings)
+
+
+FAST_GIVE_UP = {"max_retries": 1, "min_backoff": 10, "max_backoff": 20, "time_limit": 60_000}
+
+
+def test_a_server_lost_mid_run_fails_the_waiting_documents_and_the_run_still_ends(
+        workdir: Path, server: EmbedServer, vector_settings, monkeypatch) -> None:
+    monkeypatch.setattr(workers.queues, "EMBED_OPTIONS", FAST_GIVE_UP)
+    small_files(workdir, 5)
+    settings = vector_settings(timeout=0.5)
+    index(settings)
+    before = stored(settings)
+    write_tree(workdir, {f"docs/n{i:04d}.md": f"# Note {i}\n\nrewritten {i}\n" for i in range(5)})
+    with EmbeddedEngine(settings) as engine:  # probed while the server was up
+        server.stop()
+        summary = engine.run(RunRequest())
+    assert summary.state == "complete" and summary.counts["failed"] == 5
+    assert all("stayed unavailable" in f["reason"] for f in summary.failures)
+    assert stored(settings) == before
+
+
+def test_an_ingest_message_out_of_retries_still_lets_the_tail_batch_flush(
+        workdir: Path, server: EmbedServer, make_settings, monkeypatch) -> None:
+    monkeypatch.setattr(workers.queues, "INGEST_OPTIONS", FAST_GIVE_UP)
+    real_ingest = workers.actors.ingest_batch
+
+    def broken_for_one(runtime: Any, run_id: str, files: list[Any], force: bool) -> str:
+        if any(f[0] == "docs/n0000.md" for f in files):
+            raise RuntimeError("this batch always fails")
+        return real_ingest(runtime, run_id, files, force)
+
+    monkeypatch.setattr(workers.actors, "ingest_batch", broken_for_one)
+    small_files(workdir, 20)
+    embeddings = {"base_url": server.base_url, "model": "hashed-bow", "timeout": 2}
+    settings = make_settings(paths=["docs"], batch_files=4, embeddings=embeddings)
+    summary = index(settings)
+    assert summary.state == "complete"
+    assert (summary.counts["added"], summary.counts["failed"]) == (16, 4)
+    assert len(stored(settings)) == 16
