@@ -12,8 +12,11 @@ from query.cli import Context, cli, pass_context
 @pass_context
 def mcp_command(obj: Context) -> None:
     """Serve the allowlisted knowledge tools over MCP on stdin/stdout (logs on stderr)."""
+    from config.observability import configure_logging, configure_tracing
     from query.mcp_server import serve_stdio
 
+    configure_logging("WARNING")
+    configure_tracing("knowledge-mcp")
     serve_stdio(obj.settings)
 
 
@@ -23,8 +26,11 @@ def mcp_command(obj: Context) -> None:
 @pass_context
 def serve_command(obj: Context, host: str | None, port: int | None) -> None:
     """Serve MCP over streamable HTTP at /mcp and the JSON API at /v1 on one port."""
+    from config.observability import configure_logging, configure_tracing
     from query.http_api import serve
 
+    configure_logging("WARNING")
+    configure_tracing("knowledge-serve")
     settings = obj.settings
     exposure = settings.expose.mcp
     token = read_secret(exposure.token_env)

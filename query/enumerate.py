@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import QueryError
+from config.observability import tracer
 from config.settings import Settings
 from query.lexical import TRIGRAM, quote
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
@@ -118,15 +119,21 @@ def enumerate_documents(
         raise QueryError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}")
     text = scrub(text)
     parsed = parse(text)
-    own = reader is None
-    reader = reader or open_reader(settings)
-    if reader is None:
-        return EnumerateResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, text, dropped=parsed.dropped)
-    try:
-        return _enumerate(reader, text, parsed, limit, sort)
-    finally:
-        if own:
-            reader.close()
+    with tracer().start_as_current_span("enumerate") as span:
+        own = reader is None
+        reader = reader or open_reader(settings)
+        if reader is None:
+            result = EnumerateResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, text, dropped=parsed.dropped)
+        else:
+            try:
+                result = _enumerate(reader, text, parsed, limit, sort)
+            finally:
+                if own:
+                    reader.close()
+        span.set_attribute("knowledge.status", result.status)
+        span.set_attribute("knowledge.terms", len(parsed.terms))
+        span.set_attribute("knowledge.matched", result.matched)
+        return result
 
 
 def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None, sort: str) -> EnumerateResult:
