@@ -19,7 +19,7 @@ from config.settings import Settings
 from query.lexical import TRIGRAM, quote
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import Reader, open_reader
-from query.words import STEMMER, related_forms
+from query.words import STEMMER, document_count, related_forms
 
 STATUS_OK = "ok"
 STATUS_NOT_BUILT = "index_not_built"
@@ -247,7 +247,8 @@ def report(conn: Any, term: Term, any_form: int) -> TermReport:
     """A term's report: documents in any form (given) and as written, its stem, related forms."""
     if term.cjk:
         return TermReport(term, any_form, any_form, term.text)
-    as_written = len(term_documents(conn, term, "chunks_fts_exact"))
+    column = _SCOPES[term.field][0] if term.field else None
+    as_written = document_count(conn, "chunks_fts_exact", fts_expression(term, column))
     words = [w.lower() for w in WORD.findall(term.text)]
     stems = STEMMER.stems(words)
     stem = " ".join(stems[w] for w in words)

@@ -1,0 +1,332 @@
+"""Query latency of the read side: search (lexical, hybrid), match, and MCP round trips.
+
+    .venv/bin/python bench/bench_query.py --chunks 10000 100000 --queries 300
+
+For each size it generates a corpus with bench/corpus.py (about 13 chunks a file), indexes it
+with `knowledge index`, then adds a vector per chunk straight into chunks_vec (384 dimensions,
+unit length, from a seeded pool of random vectors: brute-force KNN costs the same whatever the
+values, and no embeddings server is needed). Queries are 1-4 consecutive words taken from random
+chunks of the corpus, so they hit real co-occurring text. Measured, each as p50/p95/mean:
+
+- search, lexical: query.search.search with no embeddings configured, on a warm reader, and
+  per call with a fresh reader (what the CLI and each tool call pay);
+- search, hybrid: the same with embeddings configured, the query embedding replaced by a
+  precomputed vector, so the figure covers FTS5 + KNN + RRF + hydration and excludes the
+  embeddings server's time;
+- match: query.enumerate.enumerate_documents (fresh reader per call, default CLI limit);
+- MCP round trips: knowledge_search and knowledge_enumerate through the SDK's client session,
+  over stdio (`knowledge mcp`) and over streamable HTTP (`knowledge serve`).
+
+Prints one JSON object per size and a markdown table for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+
+from corpus import generate  # noqa: E402
+
+from config.loader import settings_from_mapping  # noqa: E402
+from config.settings import Settings  # noqa: E402
+from pipeline import db, vectors  # noqa: E402
+from query import search as search_module  # noqa: E402
+from query.enumerate import enumerate_documents  # noqa: E402
+from query.reader import Reader  # noqa: E402
+from query.vector import KNN_K, knn  # noqa: E402
+
+CHUNKS_PER_FILE = 13.2
+DIMENSION = 384
+POOL = 4096
+MODEL = "bench-random-384"
+KNOWLEDGE = str(Path(sys.executable).with_name("knowledge"))
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50, p95 and mean in milliseconds."""
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p95_ms": round(p95 * 1000, 2),
+        "mean_ms": round(statistics.fmean(ordered) * 1000, 2),
+        "n": len(ordered),
+    }
+
+
+def timed(fn: Callable[[str], Any], queries: list[str], warmup: int = 10) -> dict[str, float]:
+    """Latency of fn over queries after a few warm-up calls."""
+    for q in queries[:warmup]:
+        fn(q)
+    samples = []
+    for q in queries:
+        start = time.perf_counter()
+        fn(q)
+        samples.append(time.perf_counter() - start)
+    return percentiles(samples)
+
+
+def build(out: Path, chunks: int, seed: int) -> Path:
+    """Corpus and store for about `chunks` chunks (reused when already built); the store's base dir."""
+    files = max(1, round(chunks / CHUNKS_PER_FILE))
+    corpus = out / f"corpus-{chunks}"
+    base = out / f"store-{chunks}"
+    if not (base / "knowledge" / "default" / "knowledge.db").exists():
+        if not corpus.exists():
+            generate(corpus, files, seed)
+        started = time.perf_counter()
+        subprocess.run(
+            [KNOWLEDGE, "--store-dir", str(base), "index", corpus.name], cwd=out, check=True,
+            stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")},
+        )
+        print(f"indexed {files} files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    add_vectors(base / "knowledge" / "default" / "knowledge.db", seed)
+    return base
+
+
+def add_vectors(db_path: Path, seed: int) -> None:
+    """Give every chunk a unit vector from a seeded random pool, pinning the bench identity."""
+    conn = db.open_writer(db_path)
+    try:
+        if vectors.has_table(conn):
+            have = conn.execute(f"SELECT count(*) FROM {vectors.TABLE}").fetchone()[0]
+            if have == conn.execute("SELECT count(*) FROM chunks").fetchone()[0]:
+                return
+        rng = random.Random(seed)
+        pool = []
+        for _ in range(POOL):
+            v = [rng.gauss(0, 1) for _ in range(DIMENSION)]
+            norm = math.sqrt(sum(x * x for x in v))
+            pool.append(vectors.to_blob([x / norm for x in v]))
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY id")]
+        conn.execute("BEGIN IMMEDIATE")
+        vectors.install(conn, vectors.VectorIdentity(model=MODEL, dimension=DIMENSION))
+        conn.execute(f"DELETE FROM {vectors.TABLE}")
+        conn.executemany(
+            f"INSERT INTO {vectors.TABLE}(chunk_id, embedding) VALUES (?, ?)",
+            ((cid, pool[rng.randrange(POOL)]) for cid in ids),
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def sample_queries(settings: Settings, n: int, seed: int) -> list[str]:
+    """n queries of 1-4 consecutive words from random chunks."""
+    rng = random.Random(seed)
+    with Reader(settings) as reader:
+        top = reader.conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
+        queries: list[str] = []
+        for _ in range(n * 20):
+            if len(queries) >= n:
+                break
+            row = reader.conn.execute("SELECT body FROM chunks WHERE id >= ? LIMIT 1", (rng.randint(1, top),)).fetchone()
+            words = [w for w in row[0].split() if w.isalpha() and len(w) > 2]
+            if len(words) < 4:
+                continue
+            size = rng.randint(1, 4)
+            start = rng.randrange(len(words) - size + 1)
+            queries.append(" ".join(words[start : start + size]).lower())
+    return queries
+
+
+def keyword_queries(settings: Settings, n: int, seed: int) -> list[str]:
+    """n queries of 1-3 words each held by 0.05%-5% of chunks: keyword searches, no stop words."""
+    rng = random.Random(seed)
+    with Reader(settings) as reader:
+        total = reader.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        rows = reader.conn.execute(
+            "SELECT term FROM chunks_vocab WHERE doc BETWEEN ? AND ? ORDER BY term",
+            (max(2, total // 2000), max(3, total // 20)),
+        ).fetchall()
+    pool = [t for (t,) in rows if t.isalpha() and len(t) > 2]
+    return [" ".join(rng.sample(pool, rng.randint(1, 3))) for _ in range(n)]
+
+
+def measure_search(base: Path, queries: list[str]) -> dict[str, Any]:
+    """Lexical (warm and fresh reader) and hybrid (query embedding excluded) search latencies."""
+    lexical = settings_from_mapping({}, store_base=base)
+    hybrid = settings_from_mapping({"embeddings": {"base_url": "http://127.0.0.1:9/v1", "model": MODEL}}, store_base=base)
+    rng = random.Random(7)
+    v = [rng.gauss(0, 1) for _ in range(DIMENSION)]
+    norm = math.sqrt(sum(x * x for x in v))
+    vector = [x / norm for x in v]
+    original = search_module.embed_query
+    search_module.embed_query = lambda *args, **kwargs: vector  # type: ignore[assignment]
+    try:
+        with Reader(lexical) as reader:
+            warm_lexical = timed(lambda q: search_module.search(lexical, q, 5, reader), queries)
+        fresh_lexical = timed(lambda q: search_module.search(lexical, q, 5), queries)
+        with Reader(hybrid) as reader:
+            check = search_module.search(hybrid, queries[0], 5, reader)
+            assert check.degraded is None and check.tier.startswith("tier: hybrid"), check.tier
+            warm_hybrid = timed(lambda q: search_module.search(hybrid, q, 5, reader), queries)
+            knn_only = timed(lambda q: knn(reader.conn, vector, KNN_K), queries)
+        fresh_hybrid = timed(lambda q: search_module.search(hybrid, q, 5), queries)
+    finally:
+        search_module.embed_query = original  # type: ignore[assignment]
+    return {
+        "search_lexical_warm": warm_lexical,
+        "search_lexical_fresh_reader": fresh_lexical,
+        "search_hybrid_warm_no_embed": warm_hybrid,
+        "search_hybrid_fresh_reader_no_embed": fresh_hybrid,
+        "knn_only": knn_only,
+    }
+
+
+def measure_match(base: Path, queries: list[str]) -> dict[str, Any]:
+    """match latency (fresh reader per call, CLI default limit 50)."""
+    settings = settings_from_mapping({}, store_base=base)
+    return {"match": timed(lambda q: enumerate_documents(settings, q, 50), queries)}
+
+
+def measure_mcp(base: Path, queries: list[str], workdir: Path) -> dict[str, Any]:
+    """Round trips of both tools through the SDK client, over stdio and streamable HTTP."""
+    import anyio
+    import httpx
+    import yaml
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    config = workdir / "knowledge.yaml"
+    store = base / "knowledge" / "default"
+    config.write_text(yaml.safe_dump({"knowledge": {
+        "directory": str(store),
+        "expose": {"mcp": {"builtins": ["knowledge_search", "knowledge_enumerate"], "port": port}},
+    }}))
+
+    async def session(client: Any) -> dict[str, Any]:
+        async def call(tool: str) -> dict[str, float]:
+            for q in queries[:10]:
+                await client.call_tool(tool, {"query": q})
+            samples = []
+            for q in queries:
+                start = time.perf_counter()
+                await client.call_tool(tool, {"query": q})
+                samples.append(time.perf_counter() - start)
+            return percentiles(samples)
+
+        return {"knowledge_search": await call("knowledge_search"), "knowledge_enumerate": await call("knowledge_enumerate")}
+
+    async def over_stdio() -> dict[str, Any]:
+        params = StdioServerParameters(command=KNOWLEDGE, args=["--config", str(config), "mcp"], cwd=str(workdir))
+        with open(workdir / "mcp.err", "w") as err:
+            async with Client(stdio_client(params, errlog=err)) as client:
+                return await session(client)
+
+    async def over_http() -> dict[str, Any]:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            return await session(client)
+
+    out: dict[str, Any] = {"mcp_stdio": anyio.run(over_stdio)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
+    with open(workdir / "serve.err", "w") as err:
+        proc = subprocess.Popen([KNOWLEDGE, "--config", str(config), "serve"], cwd=workdir, env=env,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("knowledge serve did not start; see serve.err")
+            time.sleep(0.1)
+        out["mcp_http"] = anyio.run(over_http)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    return out
+
+
+def chunk_count(base: Path) -> tuple[int, int]:
+    """(documents, chunks) of the store."""
+    with Reader(settings_from_mapping({}, store_base=base)) as reader:
+        docs, chunks = reader.conn.execute("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents").fetchone()
+    return int(docs), int(chunks)
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    """The RESULTS.md table: one row per measurement, one column pair per size."""
+    sizes = [f"{r['chunks']:,} chunks" for r in results]
+    lines = ["| measurement | " + " | ".join(f"{s} p50 / p95 (ms)" for s in sizes) + " |",
+             "| --- | " + " | ".join("---" for _ in sizes) + " |"]
+    rows = [
+        ("search, lexical (warm reader)", ["search_lexical_warm"]),
+        ("search, lexical (reader opened per call)", ["search_lexical_fresh_reader"]),
+        ("search, hybrid excl. query embedding (warm reader)", ["search_hybrid_warm_no_embed"]),
+        ("search, hybrid excl. query embedding (reader per call)", ["search_hybrid_fresh_reader_no_embed"]),
+        ("KNN alone (sqlite-vec, k=50)", ["knn_only"]),
+        ("match (reader per call, limit 50)", ["match"]),
+        ("keyword queries: search, lexical (warm reader)", ["search_lexical_warm_keywords"]),
+        ("keyword queries: search, hybrid excl. embedding (warm reader)", ["search_hybrid_warm_no_embed_keywords"]),
+        ("keyword queries: match", ["match_keywords"]),
+        ("MCP stdio round trip, knowledge_search", ["mcp_stdio", "knowledge_search"]),
+        ("MCP stdio round trip, knowledge_enumerate", ["mcp_stdio", "knowledge_enumerate"]),
+        ("MCP HTTP round trip, knowledge_search", ["mcp_http", "knowledge_search"]),
+        ("MCP HTTP round trip, knowledge_enumerate", ["mcp_http", "knowledge_enumerate"]),
+    ]
+    for label, key in rows:
+        cells = []
+        for r in results:
+            value: Any = r
+            for part in key:
+                value = value.get(part, {}) if isinstance(value, dict) else {}
+            cells.append(f"{value['p50_ms']} / {value['p95_ms']}" if value else "-")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Build, measure and report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=BENCH / "out" / "query")
+    parser.add_argument("--skip-mcp", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for chunks in args.chunks:
+        base = build(args.out.resolve(), chunks, args.seed)
+        docs, actual = chunk_count(base)
+        settings = settings_from_mapping({}, store_base=base)
+        queries = sample_queries(settings, args.queries, args.seed)
+        result: dict[str, Any] = {"chunks": actual, "documents": docs, "queries": len(queries)}
+        result.update(measure_search(base, queries))
+        keywords = keyword_queries(settings, args.queries, args.seed)
+        result.update({f"{k}_keywords": v for k, v in measure_search(base, keywords).items() if "warm" in k})
+        result.update(measure_match(base, queries))
+        result.update({f"{k}_keywords": v for k, v in measure_match(base, keywords).items()})
+        if not args.skip_mcp:
+            result.update(measure_mcp(base, queries, args.out.resolve() / f"mcp-{chunks}"))
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
