@@ -169,6 +169,11 @@ def test_a_pipe_never_reads_an_unbuilt_index_as_no_documents(tmp_path: Path, run
     assert json.loads(out)["status"] == "index_not_built"
 
 
+def test_a_pipe_never_reads_a_query_without_terms_as_no_documents(built, run_cli) -> None:
+    code, out, err = run_cli("--store-dir", str(built.store_base), "match", "a ?", "--paths-only")
+    assert code == 2 and out == "" and "no term to match" in err
+
+
 def test_match_output_strips_terminal_control_sequences(tmp_path: Path, run_cli) -> None:
     settings = build_store(store_settings(tmp_path), {"d/\x1b[31mred.md": "# \x1b]0;title\x07Evil\n\nmarker text\n"})
     code, out, _ = run_cli("--store-dir", str(settings.store_base), "match", "marker", "--paths-only")
