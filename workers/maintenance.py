@@ -1,35 +1,107 @@
-"""Operator verbs that write outside an index run: remove documents, reset the store."""
+"""Operator verbs that write outside an index run: remove documents, reset the store.
+
+Both take the store's write lock. In the distributed shape a `knowledge writer` holds that lock
+for its lifetime, so `rm` hands the removal to it as a `remove` message on the write queue and
+waits (bounded) for its reply; `reset` deletes the file itself and asks for the writer to stop.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
+from config.errors import BrokerError, StoreBusy
 from config.settings import Settings
 from pipeline.db import SIDECARS
 from pipeline.lock import WriteLock
 from pipeline.store import Store
 
+REMOVE_ACTOR = "remove"
+REPLY_TTL_S = 3600
+REMOVE_WAIT_S = 60.0
+
 
 def remove_documents(settings: Settings, paths: list[str]) -> list[str]:
-    """Delete documents by path under the write lock; return the paths that were indexed."""
+    """Delete documents by path under the write lock (or through the writer); return those that were indexed."""
     if not settings.db_path.is_file():
         return []
-    with WriteLock(settings.store_dir):
+    lock = WriteLock(settings.store_dir)
+    try:
+        lock.acquire("knowledge rm")
+    except StoreBusy:
+        if settings.broker is None:
+            raise
+        return remove_via_writer(settings, paths)
+    try:
         store = Store(settings.db_path)
         try:
             return store.remove(paths)
         finally:
             store.close()
+    finally:
+        lock.release()
 
 
 def reset_store(settings: Settings) -> list[str]:
     """Delete knowledge.db and its sidecars under the write lock; return the names deleted."""
     deleted: list[str] = []
-    with WriteLock(settings.store_dir):
+    lock = WriteLock(settings.store_dir)
+    try:
+        lock.acquire("knowledge reset")
+    except StoreBusy as exc:
+        raise StoreBusy(
+            f"{exc}. `knowledge reset` deletes the store file, so it needs the store to itself: stop the "
+            "`knowledge writer` (scripts/stop-local.sh, or `docker compose stop writer`) and run it again"
+        ) from None
+    try:
         db_path = settings.db_path
         for candidate in (db_path, *(Path(f"{db_path}{s}") for s in SIDECARS)):
             if candidate.exists() or candidate.is_symlink():
                 os.unlink(candidate)
                 deleted.append(candidate.name)
+    finally:
+        lock.release()
     return deleted
+
+
+def declare_remove_actor(broker: Any) -> Any:
+    """The writer-side `remove` actor (write queue): delete paths, reply with those that existed."""
+    import dramatiq
+
+    from workers import queues
+    from workers.runtime import current
+
+    def remove(request_id: str, paths: list[str]) -> None:
+        runtime = current()
+        removed = runtime.writer_store().remove(paths)
+        runtime.ledger.put_reply(request_id, removed, REPLY_TTL_S)  # type: ignore[attr-defined]
+
+    return dramatiq.actor(remove, broker=broker, actor_name=REMOVE_ACTOR, queue_name=queues.WRITE,
+                          **queues.WRITE_OPTIONS)
+
+
+def remove_via_writer(settings: Settings, paths: list[str], wait_s: float = REMOVE_WAIT_S) -> list[str]:
+    """Send the removal to the running writer and wait for its reply (BrokerError past wait_s)."""
+    from workers.distributed import open_ledger
+
+    broker, ledger = open_ledger(settings)
+    try:
+        actor = declare_remove_actor(broker)
+        request_id = f"rm-{uuid.uuid4().hex[:12]}"
+        actor.send(request_id, list(paths))
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            reply = ledger.reply(request_id)
+            if reply is not None:
+                return [str(p) for p in json.loads(reply)]
+            time.sleep(0.1)
+        raise BrokerError(
+            f"the store is held by a writer, and no `knowledge writer` applied the removal within {wait_s:.0f} s; "
+            "it stays queued and is applied when a writer consumes the write queue"
+        )
+    finally:
+        broker.close()

@@ -20,6 +20,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode
 
+from config.errors import KnowledgeError
 from config.observability import get_logger, tracer
 from workers import runtime as runtime_module
 
@@ -27,6 +28,18 @@ OPTION = "otel"
 LOCK_REFRESH_EVERY = 5.0
 
 log = get_logger("knowledge.worker")
+
+
+def message_run_id(message: Any) -> str:
+    """The run a message belongs to: its first argument, or that of the message a callback is about."""
+    args = message.args
+    if not args:
+        return ""
+    first = args[0]
+    if isinstance(first, dict):  # on_retry_exhausted callbacks get (message dict, info)
+        inner = first.get("args") or []
+        return str(inner[0]) if inner and isinstance(inner[0], str) else ""
+    return str(first)
 
 
 def message_paths(message: Any) -> int | None:
@@ -56,7 +69,7 @@ class KnowledgeMiddleware(dramatiq.Middleware):
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
         """Bind the log context and open the message's span under the carried trace context."""
-        run_id = str(message.args[0]) if message.args else ""
+        run_id = message_run_id(message)
         paths = message_paths(message)
         structlog.contextvars.clear_contextvars()
         structlog.contextvars.bind_contextvars(
@@ -117,8 +130,11 @@ class KnowledgeMiddleware(dramatiq.Middleware):
                 return
             self._refreshed[run_id] = now
         try:
-            ledger = runtime_module.current().ledger
-            refresh = getattr(ledger, "refresh_run_lock", None)
+            installed = runtime_module.current()
+        except KnowledgeError:
+            return  # a process that only enqueues (or a bench) has no runtime
+        try:
+            refresh = getattr(installed.ledger, "refresh_run_lock", None)
             if refresh is not None:
                 refresh(run_id)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must never fail a message
@@ -131,7 +147,7 @@ def give_up(message: Any, exception: BaseException) -> None:
         runtime = runtime_module.current()
     except Exception:  # noqa: BLE001 - a process without a runtime only enqueues
         return
-    run_id = str(message.args[0]) if message.args else ""
+    run_id = message_run_id(message)
     reason = f"gave up after {message.options.get('retries', 0)} retries: {type(exception).__name__}: {exception}"
     paths: list[str] = []
     try:

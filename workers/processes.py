@@ -26,10 +26,14 @@ from pipeline.store import Store
 from workers import queues
 from workers.actors import declare_actors
 from workers.broker import HEARTBEAT_TIMEOUT_MS, WORKER_TIMEOUT_MS, connect_broker, namespace, redacted
+from workers.maintenance import declare_remove_actor
 from workers.redis_ledger import RedisLedger
 from workers.runtime import Runtime, install, uninstall
 
 STOP_TIMEOUT_MS = 30_000
+PREFETCH_PER_THREAD = 4
+MIN_PREFETCH = 8
+WORKER_NICENESS = 10
 RESTART_DELAY_S = 1.0
 RESTART_LIMIT = 5
 RESTART_WINDOW_S = 60.0
@@ -72,10 +76,15 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     stop = _stop_event()
     broker = connect_broker(settings)
     actors = declare_actors(broker)
+    declare_remove_actor(broker)
     ledger = RedisLedger(broker.client, namespace(settings))
     install(Runtime(settings, ledger, store, actors))
     worker = dramatiq.Worker(broker, queues=set(queue_names), worker_threads=threads,
                              worker_timeout=WORKER_TIMEOUT_MS)
+    # Dramatiq prefetches 2 messages per thread; its consumer then sleeps (backing off up to the
+    # worker timeout) while they are processed, so a one-thread writer idled up to a third of the
+    # time between batches. A deeper buffer keeps every thread fed.
+    worker.queue_prefetch = max(PREFETCH_PER_THREAD * threads, MIN_PREFETCH)
     heartbeat = Heartbeat(broker)
     worker.start()
     heartbeat.start()
@@ -95,8 +104,10 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
 
 
 def run_worker(settings: Settings, threads: int) -> int:
-    """Main of one worker process: ingest (and embed) with `threads` threads."""
+    """Main of one worker process: ingest (and embed) with `threads` threads, at a lower CPU priority."""
     configure_logging()
+    # The single writer is the pipeline's bottleneck; on a host shared with it, workers yield the CPU.
+    os.nice(WORKER_NICENESS)
     configure_tracing("knowledge-worker")
     return _serve(settings, "worker", queues.WORKER_QUEUES, threads, None)
 

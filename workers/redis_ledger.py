@@ -296,6 +296,14 @@ class RedisLedger:
         """The run holding the store's run lock, if any."""
         return _text(self.client.get(self.lock_key))
 
+    def put_reply(self, request_id: str, value: Any, ttl_s: int = 3600) -> None:
+        """Answer an operator request (e.g. `knowledge rm` through the writer); the first answer stays."""
+        self.client.set(f"{self.namespace}:reply:{request_id}", json.dumps(value), nx=True, ex=ttl_s)
+
+    def reply(self, request_id: str) -> str | None:
+        """The JSON answer to a request, once given."""
+        return _text(self.client.get(f"{self.namespace}:reply:{request_id}"))
+
     # The embedding backlog of a vector run: the twin of InMemoryLedger's (see workers/embed.py).
 
     def _script(self, name: str, source: str) -> Any:

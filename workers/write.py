@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.errors import KnowledgeError
+from config.observability import tracer
 from pipeline.db import DatabaseError
 from pipeline.models import Document
 from workers import embed
@@ -52,8 +53,10 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
     removed = 0
     try:
         embed.prepare_writer(runtime, run_id)
-        for root in ledger.prunable(run_id):
-            removed += len(store.prune(root, ledger.seen(run_id, root)))
+        with tracer().start_as_current_span("prune", attributes={"knowledge.run_id": run_id}) as span:
+            for root in ledger.prunable(run_id):
+                removed += len(store.prune(root, ledger.seen(run_id, root)))
+            span.set_attribute("knowledge.removed", removed)
         files, chunks = store.conn.execute(
             "SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents"
         ).fetchone()
