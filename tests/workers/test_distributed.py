@@ -240,7 +240,9 @@ def test_one_run_is_one_trace_across_processes(tmp_path: Path) -> None:
         assert parent["name"] == "ingest" and parent["service"] == "knowledge-worker"
         assert ancestors(write) == ["ingest", "walk", "index run"]
     assert all(by_id[s["parent_id"]]["name"] == "walk" for s in ingests)
-    assert {s["name"] for s in trace_spans} >= {"index run", "walk", "ingest", "write", "finalize"}
+    assert {s["name"] for s in trace_spans} >= {"index run", "walk", "ingest", "write", "finalize", "prune"}
+    prune = next(s for s in trace_spans if s["name"] == "prune")
+    assert prune["service"] == "knowledge-writer" and by_id[prune["parent_id"]]["name"] in ("write", "finalize")
 
 
 class PrivateRedis:
