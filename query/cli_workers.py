@@ -72,11 +72,13 @@ def runs_command(obj: Context, limit: int, as_json: bool) -> None:
     require_broker(settings, "runs")
     from workers.distributed import recent_runs
 
-    runs, holder = recent_runs(settings, limit)
+    runs, holder, alive = recent_runs(settings, limit)
     rows = [run_row(s, holder) for s in runs]
     if as_json:
         echo_json(rows)
         return
+    click.echo(f"processes: {len(alive['worker'])} worker, {len(alive['writer'])} writer"
+               + (f" ({', '.join(alive['worker'] + alive['writer'])})" if alive["worker"] or alive["writer"] else ""))
     if not rows:
         click.echo("no runs recorded for this store (the broker keeps them for 7 days)")
         return

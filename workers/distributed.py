@@ -60,10 +60,24 @@ class _Watch:
             self.ledger.refresh_run_lock(self.run_id, LOCK_TTL_MS)
         if not self._warned and now - self._last_change > self.stall_after:
             self._warned = True
-            click.echo(
-                f"knowledge: no progress for {self.stall_after:.0f} s on run {self.run_id}: are `knowledge worker` "
-                "and `knowledge writer` running against this broker and store?", err=True,
-            )
+            missing = missing_processes(self.ledger)
+            reason = (f"no {' and no '.join(missing)} is running for this store" if missing
+                      else "the worker and writer processes are alive but busy or stuck")
+            click.echo(f"knowledge: no progress for {self.stall_after:.0f} s on run {self.run_id}: {reason}",
+                       err=True)
+
+
+def missing_processes(ledger: RedisLedger) -> list[str]:
+    """The roles (`knowledge worker`, `knowledge writer`) with no live process for this store."""
+    return [f"`knowledge {role}`" for role in ("worker", "writer") if not ledger.alive(role)]
+
+
+def _note_missing(ledger: RedisLedger, run_id: str) -> None:
+    """Say at once when the run cannot progress until a process starts."""
+    missing = missing_processes(ledger)
+    if missing:
+        click.echo(f"knowledge: note: no {' and no '.join(missing)} is running for this store; run {run_id} "
+                   "waits in Redis until one starts (scripts/run-local.sh, or docker compose up)", err=True)
 
 
 def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: _Watch, url: str) -> RunSummary:
@@ -117,6 +131,7 @@ def run_distributed(settings: Settings, request: RunRequest, view: Progress, det
                     first = plan_and_enqueue(settings, ledger, actors, request, run_id)
                     walk_span.set_attribute("knowledge.files", first.total)
                     walk_span.set_attribute("knowledge.to_read", first.total - first.accounted)
+                _note_missing(ledger, run_id)
                 if detach:
                     _print_detached(first, as_json)
                     return None
@@ -168,11 +183,12 @@ def _close_quietly(broker: Any) -> None:
         pass
 
 
-def recent_runs(settings: Settings, limit: int = 10) -> tuple[list[RunSummary], str | None]:
-    """The store's recent runs from Redis, newest first, and the run holding the run lock."""
+def recent_runs(settings: Settings, limit: int = 10) -> tuple[list[RunSummary], str | None, dict[str, list[str]]]:
+    """The store's recent runs (newest first), the run holding the run lock, and the live processes by role."""
     broker, ledger = open_ledger(settings)
     try:
-        return ledger.recent(limit), ledger.run_lock_holder()
+        alive = {role: ledger.alive(role) for role in ("worker", "writer")}
+        return ledger.recent(limit), ledger.run_lock_holder(), alive
     except redis.RedisError as exc:
         raise BrokerError(f"broker at {redacted(settings.broker.url)} failed: {exc}") from None  # type: ignore[union-attr]
     finally:

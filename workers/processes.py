@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -42,21 +43,41 @@ log = get_logger("knowledge.process")
 
 
 class Heartbeat(threading.Thread):
-    """Keeps this process's broker id fresh in the heartbeat set, however long a message runs."""
+    """Keeps this process's broker id fresh in the heartbeat set, however long a message runs, and
+    announces the process under its role (worker or writer) so `knowledge index` and `runs` can tell
+    who is serving the store."""
 
-    def __init__(self, broker: Any, every_s: float = HEARTBEAT_TIMEOUT_MS / 4000) -> None:
+    def __init__(self, broker: Any, ledger: RedisLedger, role: str,
+                 every_s: float = HEARTBEAT_TIMEOUT_MS / 4000) -> None:
         super().__init__(name="knowledge-heartbeat", daemon=True)
         self.broker = broker
+        self.ledger = ledger
+        self.role = role
+        self.member = f"{socket.gethostname()}:{os.getpid()}"
         self.every_s = every_s
         self.stopping = threading.Event()
 
+    def beat(self) -> None:
+        """One heartbeat (errors ignored: the consumers report an outage, beats resume with Redis)."""
+        try:
+            self.broker.client.zadd(f"{self.broker.namespace}:__heartbeats__",
+                                    {self.broker.broker_id: int(time.time() * 1000)})
+            self.ledger.announce(self.role, self.member)
+        except redis.RedisError:
+            pass
+
     def run(self) -> None:
-        key = f"{self.broker.namespace}:__heartbeats__"
+        self.beat()
         while not self.stopping.wait(self.every_s):
-            try:
-                self.broker.client.zadd(key, {self.broker.broker_id: int(time.time() * 1000)})
-            except redis.RedisError:
-                pass  # the consumers report the outage; heartbeats resume with Redis
+            self.beat()
+
+    def stop(self) -> None:
+        """Stop beating and withdraw the announcement."""
+        self.stopping.set()
+        try:
+            self.ledger.withdraw(self.role, self.member)
+        except redis.RedisError:
+            pass
 
 
 def _stop_event() -> threading.Event:
@@ -85,7 +106,7 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     # worker timeout) while they are processed, so a one-thread writer idled up to a third of the
     # time between batches. A deeper buffer keeps every thread fed.
     worker.queue_prefetch = max(PREFETCH_PER_THREAD * threads, MIN_PREFETCH)
-    heartbeat = Heartbeat(broker)
+    heartbeat = Heartbeat(broker, ledger, role)
     worker.start()
     heartbeat.start()
     log.info(f"{role} started", pid=os.getpid(), broker_id=broker.broker_id, queues=sorted(queue_names), threads=threads,
@@ -96,7 +117,7 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     finally:
         log.info(f"{role} stopping", pid=os.getpid())
         worker.stop(timeout=STOP_TIMEOUT_MS)
-        heartbeat.stopping.set()
+        heartbeat.stop()
         broker.close()
         uninstall()
         shutdown_tracing()

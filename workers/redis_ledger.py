@@ -25,6 +25,8 @@ from workers.ledger import RunSummary
 
 TTL_SECONDS = 7 * 24 * 3600
 LOCK_TTL_MS = 120_000
+# A process that has not announced itself for this long is not counted as alive.
+ALIVE_WINDOW_S = 15.0
 RECORD_CHUNK = 500
 
 _RECORD = """
@@ -295,6 +297,24 @@ class RedisLedger:
     def run_lock_holder(self) -> str | None:
         """The run holding the store's run lock, if any."""
         return _text(self.client.get(self.lock_key))
+
+    def announce(self, role: str, member: str) -> None:
+        """Mark a process (`host:pid`) of a role (worker, writer) alive now."""
+        key, now = f"{self.namespace}:alive:{role}", time.time()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(key, {member: now})
+        pipe.zremrangebyscore(key, "-inf", now - ALIVE_WINDOW_S * 10)
+        pipe.expire(key, 24 * 3600)
+        pipe.execute()
+
+    def withdraw(self, role: str, member: str) -> None:
+        """Forget a process that is stopping."""
+        self.client.zrem(f"{self.namespace}:alive:{role}", member)
+
+    def alive(self, role: str, within_s: float = ALIVE_WINDOW_S) -> list[str]:
+        """The processes of a role that announced themselves within the last within_s seconds."""
+        members = self.client.zrangebyscore(f"{self.namespace}:alive:{role}", time.time() - within_s, "+inf")
+        return sorted(_text(m) or "" for m in members)
 
     def put_reply(self, request_id: str, value: Any, ttl_s: int = 3600) -> None:
         """Answer an operator request (e.g. `knowledge rm` through the writer); the first answer stays."""

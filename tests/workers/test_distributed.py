@@ -178,6 +178,7 @@ def test_an_overlapping_index_is_refused_with_75_naming_the_run(cluster: Cluster
     first = cluster.knowledge("index", str(corpus), "--detach", "--json", timeout=60)
     assert first.returncode == 0, first.stderr
     run_id = json.loads(first.stdout)["run_id"]
+    assert "no `knowledge worker` and no `knowledge writer` is running for this store" in first.stderr
     second = cluster.knowledge("index", str(corpus), timeout=60)
     assert second.returncode == 75
     assert f"run {run_id} is in progress" in second.stderr and "Traceback" not in second.stderr
@@ -187,6 +188,8 @@ def test_an_overlapping_index_is_refused_with_75_naming_the_run(cluster: Cluster
     cluster.start(workers=2, threads=2)  # workers arrive later: the detached run completes and frees the store
     cluster.wait_for(lambda: cluster.ledger().summary(run_id).state == "complete", 120, "the detached run",
                      poll=0.2)
+    listing = cluster.knowledge("runs", timeout=30).stdout
+    assert listing.startswith("processes: 2 worker, 1 writer"), listing
     third = cluster.knowledge("index", str(corpus), "--json", timeout=60)
     assert third.returncode == 0 and json.loads(third.stdout)["files"] == 200
 
