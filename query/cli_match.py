@@ -22,14 +22,15 @@ def _table(columns: list[tuple[str, str]]) -> object:
 
     table = Table()
     for name, justify in columns:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        # A cut path or URL is useless: long cells wrap instead of ending in an ellipsis.
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     return table
 
 
 def _print_table(table: object) -> None:
     from rich.console import Console
 
-    Console(soft_wrap=False, width=max(100, shutil.get_terminal_size((100, 24)).columns)).print(table)
+    Console(soft_wrap=False, width=max(200, shutil.get_terminal_size((100, 24)).columns)).print(table)
 
 
 def _text(value: str) -> object:
