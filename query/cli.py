@@ -81,16 +81,24 @@ def search_command(obj: Context, query: str, top_k: int | None, full: bool, as_j
     settings = obj.settings
     response = search(settings, query, top_k)
     echo_tier(response.tier, as_json)
+    from query.citations import CitationMapper
+
+    mapper = CitationMapper.from_settings(settings)
+    mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper.configured else None for h in response.hits]
     if as_json:
-        echo_json(to_json(response, getattr(response, "json_extra", None)))
+        data = to_json(response)
+        for result, mapping in zip(data["results"], mapped):
+            if mapping:
+                result["mapped"] = mapping
+        echo_json(data)
         return
     if response.note:
-        click.echo(f"note: {response.note}")
+        click.echo(f"note: {clean(response.note)}")
     if not response.hits:
         if response.status == "ok":
             click.echo(f"no results for {one_line(query, 60)!r}")
         return
-    render_hits(response.hits, full, getattr(response, "mapped", None))
+    render_hits(response.hits, full, mapped)
 
 
 def render_hits(hits: list[Any], full: bool, mapped: list[str | None] | None = None) -> None:

@@ -111,3 +111,18 @@ def test_the_console_script_runs_and_exits_with_the_error_code(workdir: Path) ->
                           cwd=workdir)
     assert proc.returncode == 1 and "run `knowledge index` first" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_search_shows_the_mapped_citation_under_the_raw_token(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    (workdir / "knowledge.yaml").write_text(
+        "knowledge:\n  paths: [docs]\n  citations:\n"
+        "    - pattern: '^docs/(.+)\\.md$'\n      replace: 'https://docs.example.net/$1/#${anchor}'\n",
+        encoding="utf-8")
+    run_cli("index")
+    code, out, _ = run_cli("search", "fox")
+    assert code == 0
+    assert "  docs/a.md#0:" in out and "Mapped: https://docs.example.net/a/#alpha" in out
+    data = json.loads(run_cli("search", "fox", "--json")[1])
+    assert data["results"][0]["citation"] == "docs/a.md#0"
+    assert data["results"][0]["mapped"] == "https://docs.example.net/a/#alpha"
