@@ -18,7 +18,12 @@ import sqlite_vec
 
 from config.errors import IndexNotBuilt, StoreError, UnsafePathError
 
-Connection = sqlite.Connection
+
+
+class Connection(sqlite.Connection):  # type: ignore[misc]
+    """A connection that can carry per-connection caches as attributes (the C type cannot)."""
+
+
 DatabaseError = sqlite.DatabaseError
 OperationalError = sqlite.OperationalError
 Row = sqlite.Row
@@ -74,7 +79,7 @@ def open_writer(db_path: Path) -> Any:
         if not candidate.exists():
             _create_file_0600(candidate)
     try:
-        conn = sqlite.connect(str(db_path), isolation_level=None, check_same_thread=False)
+        conn = sqlite.connect(str(db_path), isolation_level=None, check_same_thread=False, factory=Connection)
         _load_extensions(conn)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -86,8 +91,12 @@ def open_writer(db_path: Path) -> Any:
     return conn
 
 
-def open_reader(db_path: Path) -> Any:
-    """Open the store read-only; raise IndexNotBuilt when there is no file yet."""
+def open_reader(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Any:
+    """Open the store read-only; raise IndexNotBuilt when there is no file yet.
+
+    temp_ddl runs before the connection turns query-only: objects in the temp schema (such as an
+    fts5vocab view of an index) that live only as long as this connection.
+    """
     refuse_symlink(db_path.parent)
     refuse_symlink(db_path)
     if not db_path.is_file():
@@ -95,9 +104,11 @@ def open_reader(db_path: Path) -> Any:
     for side in SIDECARS:
         refuse_symlink(Path(f"{db_path}{side}"))
     try:
-        conn = sqlite.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+        conn = sqlite.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False, factory=Connection)
         _load_extensions(conn)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        for statement in temp_ddl:
+            conn.execute(statement)
         conn.execute("PRAGMA query_only = ON")
     except sqlite.DatabaseError as exc:
         raise StoreError(f"cannot open {db_path} for reading: {exc}") from exc
@@ -106,7 +117,7 @@ def open_reader(db_path: Path) -> Any:
 
 def memory_connection() -> Any:
     """A scratch in-memory database with the same extensions (stems, tests)."""
-    conn = sqlite.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn = sqlite.connect(":memory:", isolation_level=None, check_same_thread=False, factory=Connection)
     _load_extensions(conn)
     return conn
 

@@ -87,6 +87,9 @@ def search_ids(conn: Any, query: LexicalQuery, limit: int = FANOUT) -> list[tupl
 def _porter_ids(conn: Any, query: LexicalQuery, limit: int) -> list[tuple[int, float]]:
     if not query.expression:
         return []
+    from query.frequency import without_common
+
+    query = without_common(conn, query, limit)
     rows = conn.execute(
         f"SELECT rowid, bm25(chunks_fts, 1.0, {HEADING_WEIGHT}) AS score FROM chunks_fts"
         " WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",

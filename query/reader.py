@@ -10,6 +10,10 @@ from config.settings import Settings
 from pipeline import db, schema
 
 
+# The porter index's vocabulary with document frequencies, for query/frequency.py.
+READER_TEMP_DDL = ("CREATE VIRTUAL TABLE temp.porter_vocab USING fts5vocab(main, chunks_fts, 'row')",)
+
+
 @dataclass(frozen=True)
 class Hit:
     """One hydrated chunk."""
@@ -39,7 +43,7 @@ class Reader:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.conn: Any = db.open_reader(settings.db_path)
+        self.conn: Any = db.open_reader(settings.db_path, READER_TEMP_DDL)
         try:
             schema.check(self.conn, settings.db_path)
         except Exception:

@@ -87,3 +87,27 @@ def test_top_k_defaults_to_the_setting_and_is_capped_at_20(workdir: Path, make_s
     index(settings_)
     assert len(search(settings_, "common").hits) == 3
     assert len(search(settings_, "common", top_k=500).hits) == 20
+
+
+def test_terms_in_half_the_chunks_are_left_out_without_changing_the_ranking(workdir: Path, make_settings) -> None:
+    from query.frequency import common_terms, without_common
+    from query.lexical import _porter_ids
+    from query.reader import Reader
+
+    docs = {f"docs/{i}.md": f"# Note {i}\n\nthe common words of the text {'rare' if i % 7 == 0 else ''}\n"
+            for i in range(40)}
+    write_tree(workdir, docs)
+    settings_ = make_settings(paths=["docs"])
+    index(settings_)
+    with Reader(settings_) as reader:
+        query = build_query("the rare text")
+        assert common_terms(reader.conn, query.terms) == {"the", "text"}
+        assert without_common(reader.conn, query, 5).expression == '"rare"'
+        assert without_common(reader.conn, query, 50) == query  # "rare" alone cannot fill 50 results
+        full = reader.conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts, 1.0, 2.0), rowid",
+            (query.expression,)).fetchall()
+        pruned = _porter_ids(reader.conn, query, 5)
+        assert [cid for cid, _ in pruned] == [r[0] for r in full][:5]
+        only_common = build_query("the text")
+        assert without_common(reader.conn, only_common, 1) == only_common

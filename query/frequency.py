@@ -1,0 +1,82 @@
+"""Leave out query terms most chunks contain, which FTS5's BM25 scores as nothing anyway.
+
+FTS5 computes a term's IDF as log((N - n + 0.5) / (n + 0.5)) and clamps it to 1e-6 when that is not
+positive, i.e. when at least half of the N chunks contain the term. Such a term ("the", "of")
+cannot move a chunk's score, but it makes FTS5 visit and score nearly every row of the index: a
+query of running text at 100k chunks spends ~100 ms on it instead of ~1 ms. So, when a query also
+has rarer terms, the common ones are dropped before the MATCH; when every term is common, all are
+kept; and only when some rarer term alone fills the requested number of results, so the top
+results are exactly those of the full query (a row with a rare term always outscores a row with
+only common ones). Document frequencies come from a temp fts5vocab view of the porter table (created by
+query/reader.py) and are cached per connection until another connection commits.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipeline.db import OperationalError
+from query.words import STEMMER
+
+COMMON_FRACTION = 0.5
+
+
+@dataclass
+class _Cache:
+    version: int = -1
+    rows: int = 0
+    frequencies: dict[str, int] = field(default_factory=dict)
+
+
+_lock = threading.Lock()
+
+
+def frequencies(conn: Any, terms: tuple[str, ...]) -> tuple[int, dict[str, int | None]]:
+    """(chunk count, each term's porter-stem document frequency or None when unknown); (0, {}) without a view."""
+    try:
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        with _lock:
+            cache = getattr(conn, "term_frequencies", None)
+            if cache is None:
+                cache = _Cache()
+                conn.term_frequencies = cache
+            if cache.version != version:
+                cache.version = version
+                cache.rows = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+                cache.frequencies.clear()
+            stems = STEMMER.stems(terms)
+            found: dict[str, int | None] = {}
+            for term in terms:
+                stem = stems[term]
+                if not stem or " " in stem:
+                    found[term] = None
+                    continue
+                if stem not in cache.frequencies:
+                    row = conn.execute("SELECT doc FROM temp.porter_vocab WHERE term = ?", (stem,)).fetchone()
+                    cache.frequencies[stem] = int(row[0]) if row else 0
+                found[term] = cache.frequencies[stem]
+            return cache.rows, found
+    except (OperationalError, AttributeError):  # no vocabulary view on this connection: keep every term
+        return 0, {}
+
+
+def common_terms(conn: Any, terms: tuple[str, ...]) -> set[str]:
+    """The terms whose porter stem is in at least COMMON_FRACTION of the chunks."""
+    rows, found = frequencies(conn, terms)
+    return {t for t, n in found.items() if rows and n is not None and n >= rows * COMMON_FRACTION}
+
+
+def without_common(conn: Any, query: Any, limit: int) -> Any:
+    """query with its common terms left out, when a rarer term alone still fills limit results."""
+    if len(query.terms) < 2:
+        return query
+    rows, found = frequencies(conn, query.terms)
+    common = {t for t, n in found.items() if rows and n is not None and n >= rows * COMMON_FRACTION}
+    kept = tuple(t for t in query.terms if t not in common)
+    if not common or not kept or max((found.get(t) or 0) for t in kept) < limit:
+        return query
+    from query.lexical import quote
+
+    return replace(query, expression=" OR ".join(quote(t) for t in kept), terms=kept)
