@@ -92,7 +92,7 @@ def check_identity(where: object, pinned: VectorIdentity | None, wanted: VectorI
     """Raise VectorIdentityMismatch unless pinned equals wanted (None: the index has no vectors)."""
     if pinned is None:
         raise VectorIdentityMismatch(
-            f"the index at {where} has no vectors for model {wanted.model!r}; run `{REINDEX}` to embed it"
+            f"the index at {where} has no vectors yet for model {wanted.model!r}; run `knowledge index` to embed it"
         )
     if pinned != wanted:
         raise mismatch(where, pinned, wanted)

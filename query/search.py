@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import EmbeddingError, VectorIdentityMismatch
+from config.observability import tracer
 from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity
 from query.fusion import fused_ids
@@ -53,7 +54,12 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
     if reader is None:
         return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=NOTE_NOT_BUILT)
     try:
-        return _search(settings, reader, text, clamp_top_k(top_k, settings))
+        with tracer().start_as_current_span("search") as span:
+            response = _search(settings, reader, text, clamp_top_k(top_k, settings))
+            span.set_attribute("knowledge.tier", response.tier)
+            span.set_attribute("knowledge.degraded", response.degraded or "")
+            span.set_attribute("knowledge.hits", len(response.hits))
+            return response
     finally:
         if own:
             reader.close()

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from config.errors import EmbeddingError, VectorIdentityMismatch
+from config.observability import tracer
 from pipeline import db
 from pipeline.embeddings import EmbeddingsClient, RetryPolicy, document_text
 from pipeline.models import Document
@@ -123,10 +124,16 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     failed: dict[str, tuple[str, str]] = {}
     vectors: list[tuple[str, int, bytes]] = []
     if todo:
-        try:
-            results = client_for(runtime, plan).embed_halving([i[3] for i in todo])
-        except VectorIdentityMismatch as exc:
-            results = [exc] * len(todo)
+        splits: list[int] = []
+        with tracer().start_as_current_span("embed batch", attributes={"knowledge.run_id": run_id,
+                                                                       "knowledge.batch": index,
+                                                                       "knowledge.inputs": len(todo)}) as span:
+            try:
+                results = client_for(runtime, plan).embed_halving([i[3] for i in todo], splits.append)
+            except VectorIdentityMismatch as exc:
+                results = [exc] * len(todo)
+            span.set_attribute("knowledge.halvings", len(splits))
+            span.set_attribute("knowledge.failed_inputs", sum(isinstance(r, EmbeddingError) for r in results))
         for item, result in zip(todo, results):
             if isinstance(result, EmbeddingError):
                 failed.setdefault(item[0], (item[1], f"embedding section {item[2]} failed: {result}"))

@@ -178,3 +178,15 @@ def test_doctor_without_embeddings_or_index_shows_not_run_and_exits_zero(workdir
     assert code == 0
     assert checks["embeddings"] == "not run" and checks["manifest"] == "not run" and checks["wal"] == "not run"
     assert checks["store"] == "warn"
+
+
+def test_embeddings_configured_on_a_lexical_index_is_an_error_naming_the_fix(workdir: Path, server: EmbedServer,
+                                                                               run_cli) -> None:
+    write_tree(workdir, DOCS)
+    assert run_cli("index", "docs")[0] == 0  # lexical only: no knowledge.yaml yet
+    write_config(workdir, server)
+    code, _, err = run_cli("search", "budget")
+    assert code == 1 and "has no vectors yet" in err and "run `knowledge index`" in err
+    assert run_cli("index")[0] == 0
+    code, out, _ = run_cli("search", "budget")
+    assert code == 0 and out.splitlines()[0] == HYBRID
