@@ -109,8 +109,9 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     heartbeat = Heartbeat(broker, ledger, role)
     worker.start()
     heartbeat.start()
-    log.info(f"{role} started", pid=os.getpid(), broker_id=broker.broker_id, queues=sorted(queue_names), threads=threads,
-             broker=redacted(settings.broker.url), store=str(settings.db_path))  # type: ignore[union-attr]
+    log.info(f"{role} started", pid=os.getpid(), broker_id=broker.broker_id, queues=sorted(queue_names),
+             threads=threads, prefetch=worker.queue_prefetch, broker=redacted(settings.broker.url),  # type: ignore[union-attr]
+             store=str(settings.db_path))
     try:
         while not stop.wait(0.5):
             pass

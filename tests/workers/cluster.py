@@ -198,6 +198,11 @@ def integrity_problems(db_path: Path) -> list[str]:
             " WHERE c.document_id = d.id)").fetchone()[0]
         if skew:
             problems.append(f"{skew} documents whose chunk_count disagrees with their chunks")
+        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        for table in ("chunks_fts", "chunks_fts_exact"):  # one docsize row per indexed chunk, no more
+            rows = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
+            if rows != total:
+                problems.append(f"{table} indexes {rows} rows for {total} chunks")
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5(%'")]
         for table in tables:
