@@ -129,3 +129,16 @@ def test_a_run_left_running_without_its_lock_is_abandoned_by_the_next(
 def test_a_run_whose_keys_are_gone_reads_as_failed(redis_client: redis.Redis, redis_namespace: str) -> None:
     summary = RedisLedger(redis_client, redis_namespace).summary("nope")
     assert summary.state == "failed" and "gone" in (summary.error or "")
+
+
+def test_a_missing_redis_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from _pytest.outcomes import Failed, Skipped
+
+    from tests.workers.conftest import require_redis
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(Skipped):
+        require_redis("redis://127.0.0.1:1/0")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(Failed, match="CI=true"):
+        require_redis("redis://127.0.0.1:1/0")
