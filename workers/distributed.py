@@ -8,10 +8,11 @@ second, overlapping run on the same store with exit code 75.
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from typing import Any
 
-import click
 import redis
 
 from config.errors import BrokerError, RunInProgress
@@ -27,6 +28,13 @@ from workers.run import Progress, RunRequest, follow, new_run_id, plan_and_enque
 RECONNECT_GRACE_S = 5.0
 # After this long without a file being accounted for, say which processes must be running.
 STALL_WARNING_S = 30.0
+
+
+def _say(text: str, err: bool = False) -> None:
+    """One line to stdout (or stderr): workers/ stays free of the CLI library."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def open_ledger(settings: Settings) -> tuple[Any, RedisLedger]:
@@ -63,8 +71,7 @@ class _Watch:
             missing = missing_processes(self.ledger)
             reason = (f"no {' and no '.join(missing)} is running for this store" if missing
                       else "the worker and writer processes are alive but busy or stuck")
-            click.echo(f"knowledge: no progress for {self.stall_after:.0f} s on run {self.run_id}: {reason}",
-                       err=True)
+            _say(f"knowledge: no progress for {self.stall_after:.0f} s on run {self.run_id}: {reason}", err=True)
 
 
 def missing_processes(ledger: RedisLedger) -> list[str]:
@@ -76,8 +83,8 @@ def _note_missing(ledger: RedisLedger, run_id: str) -> None:
     """Say at once when the run cannot progress until a process starts."""
     missing = missing_processes(ledger)
     if missing:
-        click.echo(f"knowledge: note: no {' and no '.join(missing)} is running for this store; run {run_id} "
-                   "waits in Redis until one starts (scripts/run-local.sh, or docker compose up)", err=True)
+        _say(f"knowledge: note: no {' and no '.join(missing)} is running for this store; run {run_id} "
+             "waits in Redis until one starts (scripts/run-local.sh, or docker compose up)", err=True)
 
 
 def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: _Watch, url: str) -> RunSummary:
@@ -145,7 +152,7 @@ def run_distributed(settings: Settings, request: RunRequest, view: Progress, det
                 f"lost the broker at {url} during run {run_id}: {exc}; re-run `knowledge index` once Redis is back"
             ) from None
         except KeyboardInterrupt:
-            click.echo(f"\nstopped following run {run_id}; it continues in the workers (`knowledge runs`)", err=True)
+            _say(f"\nstopped following run {run_id}; it continues in the workers (`knowledge runs`)", err=True)
             raise
         except BaseException:
             _release_quietly(ledger, run_id, detach)
@@ -157,11 +164,10 @@ def run_distributed(settings: Settings, request: RunRequest, view: Progress, det
 def _print_detached(summary: RunSummary, as_json: bool) -> None:
     to_read = summary.total - summary.accounted
     if as_json:
-        click.echo(f'{{"run_id": "{summary.run_id}", "state": "running", "files": {summary.total}, '
-                   f'"to_read": {to_read}}}')
+        _say(json.dumps({"run_id": summary.run_id, "state": "running", "files": summary.total, "to_read": to_read}))
     else:
-        click.echo(f"run {summary.run_id} enqueued: {summary.total} files, {to_read} to read; "
-                   "`knowledge runs` follows it")
+        _say(f"run {summary.run_id} enqueued: {summary.total} files, {to_read} to read; "
+             "`knowledge runs` follows it")
 
 
 def _release_quietly(ledger: RedisLedger, run_id: str, detach: bool) -> None:
