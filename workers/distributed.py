@@ -155,7 +155,7 @@ def run_distributed(settings: Settings, request: RunRequest, view: Progress, det
             _say(f"\nstopped following run {run_id}; it continues in the workers (`knowledge runs`)", err=True)
             raise
         except BaseException:
-            _release_quietly(ledger, run_id, detach)
+            _release_quietly(ledger, run_id)
             raise
     finally:
         _close_quietly(broker)
@@ -170,7 +170,7 @@ def _print_detached(summary: RunSummary, as_json: bool) -> None:
              "`knowledge runs` follows it")
 
 
-def _release_quietly(ledger: RedisLedger, run_id: str, detach: bool) -> None:
+def _release_quietly(ledger: RedisLedger, run_id: str) -> None:
     """A run that failed before anything was enqueued must not hold the lock."""
     try:
         summary = ledger.summary(run_id)
