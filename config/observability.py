@@ -29,6 +29,25 @@ _logging_done = False
 _tracing_service: str | None = None
 
 
+class _CurrentStderr:
+    """Writes to whatever sys.stderr is at the moment of writing (a test runner swaps it)."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stderr.write(text)
+        except (ValueError, BrokenPipeError):  # closed or gone: a log line must never fail the work
+            return 0
+
+    def flush(self) -> None:
+        try:
+            sys.stderr.flush()
+        except (ValueError, BrokenPipeError):
+            pass
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = None) -> None:
     """Configure structlog and stdlib logging for this process (later calls are no-ops)."""
     global _logging_done
@@ -53,10 +72,10 @@ def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = N
         structlog.configure(
             processors=[*shared, structlog.processors.format_exc_info, renderer],
             wrapper_class=structlog.make_filtering_bound_logger(numeric),
-            logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+            logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
             cache_logger_on_first_use=True,
         )
-        handler = logging.StreamHandler(sys.stderr)
+        handler = logging.StreamHandler(_CurrentStderr())  # type: ignore[arg-type]
         handler.setFormatter(
             structlog.stdlib.ProcessorFormatter(
                 processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
