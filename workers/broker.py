@@ -7,16 +7,18 @@ two indexes on one Redis never mix messages.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import dramatiq
-import redis
-from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import Retries
 
 from config.errors import BrokerError
 from config.settings import Settings
+
+if TYPE_CHECKING:  # the embedded default never imports the Redis client
+    from dramatiq.brokers.redis import RedisBroker
 
 
 def build_stub_broker() -> dramatiq.Broker:
@@ -67,6 +69,9 @@ def redacted(url: str) -> str:
 
 def build_redis_broker(settings: Settings) -> RedisBroker:
     """A RedisBroker on knowledge.broker.url, namespaced per store, with the knowledge middleware."""
+    import redis
+    from dramatiq.brokers.redis import RedisBroker
+
     if settings.broker is None:
         raise BrokerError("no broker configured: set knowledge.broker.url or KNOWLEDGE_BROKER_URL")
     client = redis.Redis.from_url(settings.broker.url, socket_connect_timeout=5, socket_timeout=30,
@@ -79,6 +84,8 @@ def build_redis_broker(settings: Settings) -> RedisBroker:
 
 def connect_broker(settings: Settings) -> RedisBroker:
     """build_redis_broker, then ping Redis; BrokerError naming the URL when it is unreachable."""
+    import redis
+
     broker = build_redis_broker(settings)
     url = redacted(settings.broker.url)  # type: ignore[union-attr]
     try:

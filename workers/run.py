@@ -7,6 +7,7 @@ EmbeddedEngine runs the same actors in this process on a StubBroker.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -124,6 +125,7 @@ def follow(ledger: Ledger, run_id: str, progress: Progress | None = None, poll: 
            timeout: float | None = None, alive: Callable[[], None] | None = None) -> RunSummary:
     """Poll the ledger until the run is complete or failed; raise TimeoutError past timeout."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    wait = min(0.01, poll)  # a run with nothing to read finishes in milliseconds: look again soon
     while True:
         summary = ledger.summary(run_id)
         if progress is not None:
@@ -134,7 +136,8 @@ def follow(ledger: Ledger, run_id: str, progress: Progress | None = None, poll: 
             alive()
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"run {run_id} did not finish within {timeout:.0f} s")
-        time.sleep(poll)
+        time.sleep(wait)
+        wait = min(wait * 2, poll)
 
 
 class EmbeddedEngine:
@@ -187,8 +190,11 @@ class EmbeddedEngine:
             return follow(self.ledger, run_id, progress)
 
     def __exit__(self, *exc: Any) -> None:
-        for worker in self.workers:
-            worker.stop()
+        stoppers = [threading.Thread(target=worker.stop) for worker in self.workers]
+        for stopper in stoppers:  # each stop waits out its threads' poll timeout: wait once, not twice
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
         if self.broker is not None:
             self.broker.close()
         if self.runtime is not None and self.runtime.store is not None:
