@@ -190,3 +190,11 @@ def test_embeddings_configured_on_a_lexical_index_is_an_error_naming_the_fix(wor
     assert run_cli("index")[0] == 0
     code, out, _ = run_cli("search", "budget")
     assert code == 0 and out.splitlines()[0] == HYBRID
+
+
+def test_hydration_keeps_the_fused_order_and_skips_rows_that_vanished(indexed: Path, server: EmbedServer) -> None:
+    settings = settings_of(indexed, server)
+    with Reader(settings) as reader:
+        ids = [r[0] for r in reader.conn.execute("SELECT id FROM chunks ORDER BY id DESC")]
+        hits = reader.hydrate([ids[0], 10_000_000, ids[-1]])
+    assert [h.chunk_id for h in hits] == [ids[0], ids[-1]]
