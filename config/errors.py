@@ -66,6 +66,10 @@ class FileSkipped(PipelineError):
     """A file is not eligible (binary, not UTF-8, too large); recorded as skipped, not failed."""
 
 
+class FetchError(PipelineError):
+    """A web page could not be fetched: HTTP error status, timeout, refused connection, bad redirect."""
+
+
 class EmbeddingError(PipelineError):
     """The embeddings server could not produce vectors."""
 

@@ -20,6 +20,7 @@ import yaml
 from config.citations import compile_rules
 from config.errors import ConfigError
 from config.settings import BrokerSettings, Settings
+from config.urls import normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
 ENV_STORE_DIR = "KNOWLEDGE_STORE_DIR"
@@ -190,6 +191,11 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
     compile_rules(settings.citations, where)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", settings.name) or settings.name in (".", ".."):
         raise ConfigError(f"{where}: knowledge.name {settings.name!r} must be letters, digits, '.', '_' or '-'")
+    for i, url in enumerate(settings.urls):
+        try:
+            normalize_url(url)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: knowledge.urls[{i}]: {exc}") from None
     if not 1 <= settings.top_k <= 20:
         raise ConfigError(f"{where}: knowledge.top_k must be between 1 and 20, got {settings.top_k}")
     if settings.max_injected_tokens < 1:

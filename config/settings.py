@@ -83,6 +83,9 @@ class Settings:
 
     name: str = field(default="default", metadata=_help("Index name; the store is knowledge/<name>."))
     paths: tuple[str, ...] = field(default=(), metadata=_help("Roots `knowledge index` walks."))
+    urls: tuple[str, ...] = field(
+        default=(), metadata=_help("Web pages (http/https) `knowledge index` fetches, converts and indexes.")
+    )
     directory: str = field(default="", metadata=_help("Store directory; absolute is used as is."))
     top_k: int = field(default=5, metadata=_help("Results returned by search (at most 20)."))
     max_injected_tokens: int = field(
