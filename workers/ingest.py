@@ -6,8 +6,10 @@ import hashlib
 from typing import Any
 
 from config.errors import FileSkipped, PipelineError
+from config.urls import is_web_path
 from pipeline.models import FileJob
 from pipeline.reader import ingest_file
+from pipeline.web import PageUnchanged, ingest_url
 from workers import embed
 from workers.runtime import Runtime
 
@@ -21,13 +23,15 @@ def batch_key(files: list[list[Any]]) -> str:
 def ingest_item(job: FileJob, force: bool) -> dict[str, Any]:
     """One file's payload item for the writer: a document, a touch, a skip or a failure."""
     try:
-        result = ingest_file(job, force=force)
+        result = ingest_url(job, force=force) if is_web_path(job.path) else ingest_file(job, force=force)
     except FileSkipped as exc:
         return {"path": job.path, "outcome": "skipped", "reason": str(exc)}
     except PipelineError as exc:
         return {"path": job.path, "outcome": "failed", "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - one bad file must not fail the run
         return {"path": job.path, "outcome": "failed", "reason": f"unexpected error: {type(exc).__name__}: {exc}"}
+    if isinstance(result, PageUnchanged):
+        return {"path": job.path, "outcome": "unchanged", "touch": [result.size, result.mtime_ns]}
     if result == "unchanged":
         return {"path": job.path, "outcome": "unchanged", "touch": [job.size, job.mtime_ns]}
     return {"path": job.path, "outcome": "document", "doc": result.to_dict()}  # type: ignore[union-attr]

@@ -19,6 +19,7 @@ import dramatiq
 from config.errors import UsageError
 from config.observability import tracer
 from config.settings import Settings
+from config.urls import looks_like_url, normalize_urls
 from pipeline import db, vectors
 from pipeline.embeddings import Probe
 from pipeline.fingerprint import StoredStat, classify
@@ -26,6 +27,7 @@ from pipeline.lock import WriteLock
 from pipeline.models import FileJob
 from pipeline.store import Store, stored_stats
 from pipeline.walker import Found, walk_root
+from pipeline.web import url_jobs
 from workers import queues
 from workers.actors import Actors, declare_actors
 from workers.broker import build_stub_broker
@@ -41,12 +43,29 @@ class RunRequest:
     reindex: bool = False
 
     def roots(self, settings: Settings) -> tuple[list[str], bool]:
-        """The roots to walk and whether they were named explicitly (explicit paths never prune)."""
+        """The roots to walk and whether they were named explicitly (explicit paths never prune).
+
+        Validates the URLs too (see urls), so a refused one is a usage error before anything runs.
+        """
+        self.urls(settings)
         if self.paths:
-            return list(self.paths), True
-        if not settings.paths:
-            raise UsageError("nothing to index: pass PATHS or list them under knowledge.paths in knowledge.yaml")
+            return [p for p in self.paths if not looks_like_url(p)], True
+        if not settings.paths and not settings.urls:
+            raise UsageError("nothing to index: pass PATHS or URLs, or list them under knowledge.paths or "
+                             "knowledge.urls in knowledge.yaml")
         return list(settings.paths), False
+
+    def urls(self, settings: Settings) -> list[str]:
+        """The web pages to fetch, normalised: those named, else knowledge.urls; raise UsageError."""
+        if not self.paths:
+            return normalize_urls(settings.urls)
+        try:
+            return normalize_urls(p for p in self.paths if looks_like_url(p))
+        except ValueError as exc:
+            raise UsageError(f"cannot index {exc}") from None
+
+
+URL_BATCH = 4  # pages per ingest message: fetches wait on the network, so spread them over the workers
 
 
 def new_run_id() -> str:
@@ -78,8 +97,11 @@ def plan_and_enqueue(
     summary.
     """
     roots, explicit = request.roots(settings)
+    urls = request.urls(settings)
     vector_plan = vectors.plan(settings, request.reindex, probe)
     info: dict[str, Any] = {"roots": roots, "explicit": explicit, "reindex": request.reindex, "started": time.time()}
+    if urls:
+        info["urls"] = urls
     if vector_plan is not None:
         info["vectors"] = vector_plan.to_info()
     ledger.start(run_id, info)
@@ -106,13 +128,17 @@ def plan_and_enqueue(
         jobs = [FileJob(j.path, j.root, j.size, j.mtime_ns, None) if j.path in vector_plan.backfill else j
                 for j in jobs]
         jobs += [FileJob(f.path, f.root, f.size, f.mtime_ns, None) for f in lacking]
+    # Web pages are fetched by the ingest workers every run (never here); they are never pruned.
+    pages = url_jobs(urls, stored, request.reindex, vector_plan.backfill if vector_plan is not None else set())
     ledger.record(run_id, walk_failures + [(f.path, "unchanged", None) for f in unchanged])
-    ledger.walked(run_id, len(files) + len(walk_failures), seen, prunable)
+    ledger.walked(run_id, len(files) + len(walk_failures) + len(pages), seen, prunable)
     size = settings.batch_files
+    batches = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+    batches += [pages[i:i + URL_BATCH] for i in range(0, len(pages), URL_BATCH)]
     if vector_plan is not None:
-        ledger.expect_ingests(run_id, (len(jobs) + size - 1) // size)
-    for start in range(0, len(jobs), size):
-        batch = [job.to_wire() for job in jobs[start:start + size]]
+        ledger.expect_ingests(run_id, len(batches))
+    for jobs_batch in batches:
+        batch = [job.to_wire() for job in jobs_batch]
         actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
     actors.finalize.send(run_id)
     return ledger.summary(run_id)
