@@ -79,7 +79,7 @@ def print_summary(summary: Any, as_json: bool) -> None:
 @click.option("--detach", is_flag=True, help="With a broker: enqueue, print the run id and exit.")
 @pass_context
 def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool) -> None:
-    """Index PATHS (default: knowledge.paths), incrementally by content hash."""
+    """Index PATHS and http(s) URLs (default: knowledge.paths and knowledge.urls), incrementally by content hash."""
     from config.observability import configure_logging, configure_tracing
     from workers.run import EmbeddedEngine, RunRequest
 
