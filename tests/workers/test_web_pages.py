@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import Settings
+from pipeline import db
 from tests.conftest import write_tree
+from tests.embedserver import EmbedServer
 from tests.webserver import Page, WebSite, web_site  # noqa: F401 - the fixture
 from tests.workers.cluster import Cluster
 from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
+from tests.workers.helpers import index
 
 Cli = Callable[..., tuple[int, str, str]]
 
@@ -123,6 +127,26 @@ def test_configured_urls_and_paths_never_prune_each_other(run_cli: Cli, web_site
     assert code == 0 and (_json(out)["removed"], _json(out)["unchanged"]) == (1, 2)
     code, out, _ = run_cli("sources", "--json")
     assert sorted(r["path"] for r in _json(out)) == sorted(["docs/a.md", guide, notes])
+    code, out, _ = run_cli("rm", notes)
+    assert code == 0 and f"removed: {notes}" in out
+
+
+def test_pages_get_vectors_like_files_and_an_unchanged_page_needs_no_new_ones(
+        make_settings: Callable[..., Settings], web_site: WebSite) -> None:
+    guide, notes = _serve(web_site)
+    with EmbedServer(dim=8) as server:
+        settings = make_settings(urls=[guide, notes], embeddings={"base_url": server.base_url, "model": "m"})
+        first = index(settings)
+        assert (first.counts.get("added"), first.counts.get("failed", 0)) == (2, 0)
+        conn = db.open_reader(settings.db_path)
+        try:
+            vectors, chunks = conn.execute("SELECT (SELECT count(*) FROM chunks_vec), count(*) FROM chunks").fetchone()
+        finally:
+            conn.close()
+        assert vectors == chunks == 3
+        requests = len(server.requests)
+        again = index(settings)
+        assert again.counts.get("unchanged") == 2 and len(server.requests) == requests + 1  # the probe only
 
 
 @pytest.mark.redis
