@@ -133,14 +133,17 @@ def fetch(client: httpx.Client, url: str, if_modified_since_ns: int = 0) -> Resp
             raise FetchError(f"timed out ({type(exc).__name__}){_via(url, current)}") from exc
         except httpx.ConnectError as exc:
             raise FetchError(f"cannot connect: {_reason(exc)}{_via(url, current)}") from exc
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise FetchError(f"fetch failed: {type(exc).__name__}: {_reason(exc)}{_via(url, current)}") from exc
     raise FetchError(f"more than {MAX_REDIRECTS} redirects (last to {current})")
 
 
 def _redirect_target(current: str, location: str) -> str:
-    target = urljoin(current, location.strip())
-    scheme = urlsplit(target).scheme.lower()
+    try:
+        target = urljoin(current, location.strip())
+        scheme = urlsplit(target).scheme.lower()
+    except ValueError as exc:
+        raise FetchError(f"redirected to an invalid URL: {exc}") from exc
     if scheme not in WEB_SCHEMES:
         raise FetchError(f"redirected to a {scheme or 'relative'}: URL, refused (only http and https are followed)")
     return target.split("#", 1)[0]

@@ -78,6 +78,9 @@ def test_redirect_loops_and_redirects_to_other_schemes_are_refused(web_site: Web
     escape = web_site.redirect("/escape", "file:///etc/passwd")
     with pytest.raises(FetchError, match="redirected to a file: URL, refused"):
         ingest_url(_job(escape))
+    broken = web_site.redirect("/broken", "http://[::1/x")
+    with pytest.raises(FetchError, match="(?i)invalid URL"):
+        ingest_url(_job(broken))
 
 
 def test_http_errors_name_the_status(web_site: WebSite) -> None:
