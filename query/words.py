@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,7 +227,9 @@ def list_words(
     counts: None computes document counts only for a short list; True always; False never.
     """
     try:
-        regex = re.compile(pattern, re.IGNORECASE) if pattern else None
+        with warnings.catch_warnings():  # a user's pattern may trip re's FutureWarnings; it is not our code
+            warnings.simplefilter("ignore", FutureWarning)
+            regex = re.compile(pattern, re.IGNORECASE) if pattern else None
     except (re.error, OverflowError, RecursionError) as exc:
         return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
     own = reader is None
