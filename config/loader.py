@@ -208,9 +208,10 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
     if emb is not None:
         if not emb.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{where}: knowledge.embeddings.base_url must start with http:// or https://")
-        if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0:
+        if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0 or emb.max_pending < 1:
             raise ConfigError(
-                f"{where}: knowledge.embeddings batch_size (1-2048), concurrency (>=1) and timeout (>0) are out of range"
+                f"{where}: knowledge.embeddings batch_size (1-2048), concurrency (>=1), timeout (>0) and "
+                "max_pending (>=1) are out of range"
             )
 
 

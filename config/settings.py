@@ -33,6 +33,10 @@ class EmbeddingsSettings:
     )
     batch_size: int = field(default=64, metadata=_help("Inputs per embeddings request."))
     concurrency: int = field(default=2, metadata=_help("Embedding requests in flight at once."))
+    max_pending: int = field(
+        default=2048,
+        metadata=_help("Chunks read but not yet embedded (and documents not yet written) per run before ingest waits."),
+    )
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from typing import Any
 
 import dramatiq
 
-from workers import queues
-from workers.embed import embed_batch, give_up_batch, ingest_finished, run_plan
+from workers import backpressure, queues
+from workers.embed import dispatch, embed_batch, give_up_batch, run_plan
 from workers.ingest import batch_key, ingest_batch
 from workers.runtime import current
 from workers.write import apply_batch, finish_if_complete
@@ -24,6 +24,7 @@ class Actors:
     embed: dramatiq.Actor[Any, Any] | None = None
     embed_exhausted: dramatiq.Actor[Any, Any] | None = None
     ingest_exhausted: dramatiq.Actor[Any, Any] | None = None
+    resume: dramatiq.Actor[Any, Any] | None = None
 
 
 def declare_actors(broker: dramatiq.Broker) -> Actors:
@@ -32,7 +33,8 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
     def ingest(run_id: str, files: list[list[Any]], force: bool = False) -> None:
         runtime = current()
         key = ingest_batch(runtime, run_id, files, force)
-        runtime.actors.write.send(run_id, key)
+        if key is not None:  # None: parked until the embedding backlog has room
+            runtime.actors.write.send(run_id, key)
 
     def write(run_id: str, key: str) -> None:
         apply_batch(current(), run_id, key)
@@ -44,12 +46,20 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
         embed_batch(current(), run_id, index)
 
     def ingest_exhausted(message: dict[str, Any], info: dict[str, Any]) -> None:
-        # The middleware records the files as failed; a vector run must still flush its tail batch.
+        # The middleware records the files as failed; a vector run must still send the batches the
+        # message completed, flush its tail batch and let parked messages in.
         runtime = current()
         run_id, files = message["args"][0], message["args"][1]
         plan = run_plan(runtime, run_id)
         if plan is not None:
-            ingest_finished(runtime, run_id, batch_key(files), plan)
+            dispatch(runtime, run_id, batch_key(files), plan)
+            backpressure.wake(runtime, run_id, plan)
+
+    def resume(run_id: str, token: str) -> None:
+        runtime = current()
+        plan = run_plan(runtime, run_id)
+        if plan is not None:
+            backpressure.resume(runtime, run_id, token, plan)
 
     def embed_exhausted(message: dict[str, Any], info: dict[str, Any]) -> None:
         run_id, index = message["args"][0], message["args"][1]
@@ -69,4 +79,6 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
                                        queue_name=queues.EMBED, **queues.INGEST_OPTIONS),
         ingest_exhausted=dramatiq.actor(ingest_exhausted, broker=broker, actor_name="ingest_exhausted",
                                         queue_name=queues.INGEST, **queues.INGEST_OPTIONS),
+        resume=dramatiq.actor(resume, broker=broker, actor_name="resume", queue_name=queues.INGEST,
+                              **queues.INGEST_OPTIONS),
     )

@@ -2,15 +2,19 @@
 
 Ingest (route): a document whose every chunk keeps a stored vector goes to the writer with its
 batch; any other is staged under its own key and its chunks needing a vector are appended to the
-run's backlog, an append-only list in the ledger. Batch b is backlog positions [b*B, (b+1)*B): the
-ingest message that appended position (b+1)*B - 1 sends it, so requests carry B inputs whatever the
-file sizes, and the ingest message that completes the last expected ingest flushes the tail.
+run's backlog in the ledger: append-only positions, an item freed once its batch is embedded.
+Batch b is backlog positions [b*B, (b+1)*B): the ingest message that appended position (b+1)*B - 1
+sends it, so requests carry B inputs whatever the file sizes, and the ingest message that completes
+the last expected ingest flushes the tail. The append is refused while too many chunks are pending
+(workers/backpressure.py).
 
 Embed (embed_batch): outside any transaction, POST the batch (halving on failure down to single
 inputs), store each vector against its (document, ordinal) slot, and send every document whose
-vectors are now all present to the writer. A single input that still fails fails its document, not
-the run. Every step is idempotent: positions are recorded per ingest key, presence per chunk, and
-a document is settled once written or failed, so a redelivered message repeats harmlessly.
+vectors are now all present to the writer, then count the batch embedded (freeing its items) and
+wake parked ingest messages. A single input that still fails fails its document, not the run.
+Every step is idempotent: positions are recorded per ingest key, presence per chunk, a batch is
+counted embedded once, and a document is settled once written or failed, so a redelivered message
+repeats harmlessly.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pipeline import db
 from pipeline.embeddings import EmbeddingsClient, RetryPolicy, document_text
 from pipeline.models import Document
 from pipeline.vectors import VectorPlan, VectorWriter, from_blob, install, reusable_hashes, to_blob
+from workers import backpressure
 from workers.runtime import Runtime
 
 _lock = threading.Lock()
@@ -65,8 +70,12 @@ def client_for(runtime: Runtime, plan: VectorPlan) -> EmbeddingsClient:
         return client
 
 
-def route(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]], plan: VectorPlan) -> list[dict[str, Any]]:
-    """Stage the documents that need vectors, queue their chunks; return the rest of the payload."""
+def route(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]], plan: VectorPlan,
+          limit: int | None = None) -> list[dict[str, Any]] | None:
+    """Stage the documents that need vectors, queue their chunks; return the rest of the payload.
+
+    None when the backlog refused the chunks (more than `limit` pending): the caller parks the message.
+    """
     rest: list[dict[str, Any]] = []
     items: list[list[Any]] = []
     expected: dict[str, int] = {}
@@ -88,7 +97,8 @@ def route(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]]
             items += [[dkey, doc.path, c.ordinal, document_text(c.body, c.heading_path, prefix)] for c in todo]
     if expected:
         runtime.ledger.expect_vectors(run_id, expected)
-    runtime.ledger.queue_embeds(run_id, key, items)
+    if runtime.ledger.queue_embeds(run_id, key, items, limit) is None:
+        return None
     return rest
 
 
@@ -145,6 +155,13 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     for dkey in complete:
         if dkey not in failed:
             runtime.actors.write.send(run_id, dkey)
+    batch_finished(runtime, run_id, index, plan)
+
+
+def batch_finished(runtime: Runtime, run_id: str, index: int, plan: VectorPlan) -> None:
+    """Count a batch embedded (once; its items are freed) and let parked ingest messages in."""
+    runtime.ledger.batch_embedded(run_id, index * plan.batch_size, (index + 1) * plan.batch_size)
+    backpressure.wake(runtime, run_id, plan)
 
 
 def fail_documents(runtime: Runtime, run_id: str, failed: dict[str, tuple[str, str]]) -> None:
@@ -168,6 +185,7 @@ def give_up_batch(runtime: Runtime, run_id: str, index: int, reason: str) -> Non
     failed = {i[0]: (i[1], f"embedding failed: {reason}") for i, have in zip(items, present) if not have}
     if failed:
         fail_documents(runtime, run_id, failed)
+    batch_finished(runtime, run_id, index, plan)
 
 
 def attach_vectors(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]]) -> list[dict[str, Any]]:

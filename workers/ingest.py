@@ -10,7 +10,7 @@ from config.urls import is_web_path
 from pipeline.models import FileJob
 from pipeline.reader import ingest_file
 from pipeline.web import PageUnchanged, ingest_url
-from workers import embed
+from workers import backpressure, embed
 from workers.runtime import Runtime
 
 
@@ -37,19 +37,30 @@ def ingest_item(job: FileJob, force: bool) -> dict[str, Any]:
     return {"path": job.path, "outcome": "document", "doc": result.to_dict()}  # type: ignore[union-attr]
 
 
-def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> str:
+def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> str | None:
     """Process a batch and stage its payload; return the staged key to hand the writer.
 
     In a vector run, documents needing vectors are routed to the embedding backlog first, and the
     batches this message completed are sent (again, on a redelivery) after the payload is staged.
+    While the backlog is full the message is parked instead and None is returned: it is sent again
+    when there is room (workers/backpressure.py).
     """
     key = batch_key(files)
     plan = embed.run_plan(runtime, run_id)
     if runtime.ledger.staged(run_id, key) is None:
+        if plan is not None:
+            verdict = backpressure.admit(runtime, run_id, key, files, force, plan)
+            if verdict != "go":
+                return key if verdict == "done" else None
         payload = [ingest_item(FileJob.from_wire(f), force) for f in files]
         if plan is not None:
-            payload = embed.route(runtime, run_id, key, payload, plan)
+            routed = embed.route(runtime, run_id, key, payload, plan, backpressure.limit(runtime, plan))
+            if routed is None:
+                backpressure.park(runtime, run_id, key, files, force, plan)
+                return None
+            payload = routed
         runtime.ledger.stage(run_id, key, payload)
     if plan is not None:
         embed.dispatch(runtime, run_id, key, plan)
+        backpressure.wake(runtime, run_id, plan)
     return key

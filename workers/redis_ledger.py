@@ -10,6 +10,7 @@ Keys (all under `<namespace>:run:<run id>:` and expiring after TTL_SECONDS):
   stage:<key>  zlib(JSON payload) staged by an ingest message for the writer
 `<namespace>:runs` is a sorted set of run ids by start time; `<namespace>:run-lock` names the run in
 progress (SET NX with a TTL that the CLI and every processed message of that run refresh).
+The embedding backlog of a vector run (`emb:*` keys) is in workers/redis_backlog.py.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import redis
 
 from workers.ledger import RunSummary
+from workers.redis_backlog import RedisBacklog
 
 TTL_SECONDS = 7 * 24 * 3600
 LOCK_TTL_MS = 120_000
@@ -59,58 +61,6 @@ return redis.call('pexpire', KEYS[1], tonumber(ARGV[2]))
 
 _OUTCOMES = ("added", "updated", "unchanged", "skipped", "failed")
 
-# The embedding backlog of a vector run (workers/embed.py); keys under the run's prefix:
-#   emb:positions  hash ingest key -> JSON positions of its items (once per key)
-#   emb:queued     hash "<doc key>\x00<ordinal>" -> backlog position
-#   emb:backlog    list of JSON [doc key, path, ordinal, text], append-only
-#   emb:ingested   set of ingest keys done;  emb:expected  hash doc key -> vectors awaited
-#   emb:settled    set of doc keys written or failed;  emb:vec:<doc key>  hash ordinal -> float32 blob
-_QUEUE_EMBEDS = """
-local ttl = tonumber(ARGV[1])
-local got = redis.call('hget', KEYS[1], ARGV[2])
-if got then return got end
-local positions = {}
-for i = 3, #ARGV, 2 do
-  local pos = redis.call('hget', KEYS[2], ARGV[i])
-  if not pos then
-    pos = redis.call('rpush', KEYS[3], ARGV[i + 1]) - 1
-    redis.call('hset', KEYS[2], ARGV[i], pos)
-  end
-  positions[#positions + 1] = tonumber(pos)
-end
-local encoded = '[]'
-if #positions > 0 then encoded = cjson.encode(positions) end
-redis.call('hset', KEYS[1], ARGV[2], encoded)
-for i = 1, 3 do redis.call('expire', KEYS[i], ttl) end
-return encoded
-"""
-
-_PUT_VECTORS = """
-local ttl, prefix, ncheck = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local order, seen = {}, {}
-local function touch(k)
-  if not seen[k] then seen[k] = true; order[#order + 1] = k end
-end
-for i = 4, 3 + ncheck do touch(ARGV[i]) end
-for i = 4 + ncheck, #ARGV, 3 do
-  local k = ARGV[i]
-  if redis.call('sismember', KEYS[2], k) == 0 then
-    redis.call('hset', prefix .. k, ARGV[i + 1], ARGV[i + 2])
-    redis.call('expire', prefix .. k, ttl)
-    touch(k)
-  end
-end
-local done = {}
-for _, k in ipairs(order) do
-  if redis.call('sismember', KEYS[2], k) == 0 then
-    local want = redis.call('hget', KEYS[1], k)
-    if want and redis.call('hlen', prefix .. k) >= tonumber(want) then done[#done + 1] = k end
-  end
-end
-return done
-"""
-
-
 def _pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
 
@@ -123,7 +73,7 @@ def _text(value: bytes | str | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class RedisLedger:
+class RedisLedger(RedisBacklog):
     """The run ledger of one store on a Redis connection (the twin of InMemoryLedger)."""
 
     def __init__(self, client: redis.Redis, namespace: str, ttl: int = TTL_SECONDS) -> None:
@@ -323,97 +273,3 @@ class RedisLedger:
     def reply(self, request_id: str) -> str | None:
         """The JSON answer to a request, once given."""
         return _text(self.client.get(f"{self.namespace}:reply:{request_id}"))
-
-    # The embedding backlog of a vector run: the twin of InMemoryLedger's (see workers/embed.py).
-
-    def _script(self, name: str, source: str) -> Any:
-        scripts = self.__dict__.setdefault("_embed_scripts", {})
-        if name not in scripts:
-            scripts[name] = self.client.register_script(source)
-        return scripts[name]
-
-    def expect_ingests(self, run_id: str, count: int) -> None:
-        """Record how many ingest messages the run sent (the embedding tail flushes after the last)."""
-        meta = self._key(run_id, "meta")
-        pipe = self.client.pipeline()
-        pipe.hset(meta, "ingests", count)
-        pipe.expire(meta, self.ttl)
-        pipe.execute()
-
-    def queue_embeds(self, run_id: str, key: str, items: list[list[Any]]) -> list[int]:
-        """Append an ingest message's items to the backlog once per key; return their positions."""
-        keys = [self._key(run_id, p) for p in ("emb:positions", "emb:queued", "emb:backlog")]
-        args: list[Any] = [self.ttl, key]
-        for item in items:
-            args += [f"{item[0]}\x00{int(item[2])}", json.dumps(item, separators=(",", ":"))]
-        encoded = self._script("queue_embeds", _QUEUE_EMBEDS)(keys=keys, args=args)
-        return [int(p) for p in json.loads(encoded)]
-
-    def ingest_done(self, run_id: str, key: str) -> tuple[bool, int]:
-        """Mark an ingest message done; return (all expected ingests are done, backlog length)."""
-        done_key = self._key(run_id, "emb:ingested")
-        pipe = self.client.pipeline()
-        pipe.sadd(done_key, key)
-        pipe.expire(done_key, self.ttl)
-        pipe.scard(done_key)
-        pipe.hget(self._key(run_id, "meta"), "ingests")
-        pipe.llen(self._key(run_id, "emb:backlog"))
-        _, _, done, expected, length = pipe.execute()
-        return expected is not None and int(done) >= int(expected), int(length)
-
-    def embed_items(self, run_id: str, start: int, stop: int) -> list[list[Any]]:
-        """The backlog items at positions [start, stop)."""
-        if stop <= start:
-            return []
-        rows = self.client.lrange(self._key(run_id, "emb:backlog"), start, stop - 1)
-        return [json.loads(row) for row in rows]
-
-    def expect_vectors(self, run_id: str, counts: dict[str, int]) -> None:
-        """Record how many vectors each pending document waits for."""
-        if not counts:
-            return
-        key = self._key(run_id, "emb:expected")
-        pipe = self.client.pipeline()
-        pipe.hset(key, mapping=counts)
-        pipe.expire(key, self.ttl)
-        pipe.execute()
-
-    def put_vectors(self, run_id: str, vectors: list[tuple[str, int, bytes]], check: list[str]) -> list[str]:
-        """Store vectors per (doc key, ordinal); return the documents (touched or in check) now complete."""
-        keys = [self._key(run_id, "emb:expected"), self._key(run_id, "emb:settled")]
-        args: list[Any] = [self.ttl, self._key(run_id, "emb:vec:"), len(check), *check]
-        for doc_key, ordinal, blob in vectors:
-            args += [doc_key, int(ordinal), blob]
-        done = self._script("put_vectors", _PUT_VECTORS)(keys=keys, args=args)
-        return [_text(k) or "" for k in done]
-
-    def present_vectors(self, run_id: str, slots: list[tuple[str, int]]) -> list[bool]:
-        """Whether each (doc key, ordinal) already has its vector (or its document was settled)."""
-        settled = self._key(run_id, "emb:settled")
-        pipe = self.client.pipeline(transaction=False)
-        for doc_key, ordinal in slots:
-            pipe.sismember(settled, doc_key)
-            pipe.hexists(self._key(run_id, f"emb:vec:{doc_key}"), str(int(ordinal)))
-        answers = pipe.execute()
-        return [bool(answers[2 * i]) or bool(answers[2 * i + 1]) for i in range(len(slots))]
-
-    def vectors(self, run_id: str, doc_key: str) -> dict[int, bytes]:
-        """The vectors embedded for a document, by ordinal."""
-        rows = self.client.hgetall(self._key(run_id, f"emb:vec:{doc_key}"))
-        return {int(k): bytes(v) for k, v in rows.items()}
-
-    def drop_vectors(self, run_id: str, doc_key: str) -> None:
-        """Settle a written (or failed) document: forget its vectors; later puts for it are ignored."""
-        settled = self._key(run_id, "emb:settled")
-        pipe = self.client.pipeline()
-        pipe.sadd(settled, doc_key)
-        pipe.expire(settled, self.ttl)
-        pipe.delete(self._key(run_id, f"emb:vec:{doc_key}"))
-        pipe.execute()
-
-    def drop_backlog(self, run_id: str) -> None:
-        """Free a finished run's embedding backlog and vectors (late duplicates then find nothing)."""
-        doomed = [self._key(run_id, p) for p in ("emb:backlog", "emb:queued")]
-        doomed += [k for k in self.client.scan_iter(match=self._key(run_id, "emb:vec:*"), count=1000)]
-        for start in range(0, len(doomed), 500):
-            self.client.delete(*doomed[start:start + 500])

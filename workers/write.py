@@ -8,7 +8,7 @@ from config.errors import KnowledgeError
 from config.observability import tracer
 from pipeline.db import DatabaseError
 from pipeline.models import Document
-from workers import embed
+from workers import backpressure, embed
 from workers.runtime import Runtime
 
 
@@ -39,6 +39,9 @@ def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
         runtime.ledger.unstage(run_id, key)
         if any(item.get("embed") for item in payload):
             runtime.ledger.drop_vectors(run_id, key)
+            plan = embed.run_plan(runtime, run_id)
+            if plan is not None:  # one document fewer waits for the writer: room for parked ingests
+                backpressure.wake(runtime, run_id, plan)
     finish_if_complete(runtime, run_id)
 
 

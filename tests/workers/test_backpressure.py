@@ -1,0 +1,161 @@
+"""Backpressure between ingest and embedding, embedded engine against the slow loopback server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import workers.actors
+import workers.backpressure
+import workers.embed
+from config.settings import Settings
+from pipeline.embeddings import RetryPolicy
+from tests.embedserver import EmbedServer
+from tests.workers.helpers import index
+from tests.workers.test_embed import assert_every_chunk_has_its_own_vector, embed_requests, small_files
+from workers.ledger import Ledger
+from workers.run import EmbeddedEngine, RunRequest
+
+DIM = 16
+LIMIT = 256
+BATCH_FILES = 32  # one-chunk files: one ingest message appends at most 32 chunks
+
+
+class Peaks:
+    """Polls a ledger's newest run every millisecond (bounded in time) and keeps the backlog's peaks."""
+
+    def __init__(self, ledger: Ledger, timeout: float = 120.0) -> None:
+        self.ledger = ledger
+        self.timeout = timeout
+        self.pending = 0
+        self.unwritten = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        run_id = None
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if run_id is None:
+                recent = self.ledger.recent(1)
+                run_id = recent[0].run_id if recent else None
+            else:
+                state = self.ledger.backlog_state(run_id, "")
+                self.pending = max(self.pending, state.pending)
+                self.unwritten = max(self.unwritten, state.unwritten)
+                self.samples += 1
+            time.sleep(0.001)
+
+    def __enter__(self) -> Peaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbedServer]:
+    monkeypatch.setattr(workers.embed, "EMBED_RETRY", RetryPolicy(attempts=2, initial_wait=0.01, max_wait=0.02))
+    with EmbedServer(dim=DIM) as running:
+        yield running
+
+
+@pytest.fixture
+def limited(make_settings: Callable[..., Settings], server: EmbedServer) -> Callable[..., Settings]:
+    def build(**emb: Any) -> Settings:
+        block = {"base_url": server.base_url, "model": "hashed-bow", "timeout": 5, "max_pending": LIMIT, **emb}
+        return make_settings(paths=["docs"], batch_files=BATCH_FILES, embeddings=block)
+
+    return build
+
+
+def test_ingest_waits_at_the_pending_limit_and_every_chunk_still_lands_in_full_batches(
+        workdir: Path, server: EmbedServer, limited) -> None:
+    files = 64 * 20 + 9
+    small_files(workdir, files)
+    settings = limited()
+    with EmbeddedEngine(settings) as engine:
+        server.faults.slow = 0.1  # embedding is the bottleneck, as with a real model
+        with Peaks(engine.ledger) as peaks:
+            summary = engine.run(RunRequest())
+    assert summary.state == "complete" and summary.counts["added"] == files and summary.counts["failed"] == 0
+    assert peaks.samples > 50
+    assert LIMIT // 2 < peaks.pending <= LIMIT + BATCH_FILES  # pressed against the limit, never past it
+    assert peaks.unwritten <= 2 * LIMIT + BATCH_FILES
+    sizes = [len(r) for r in embed_requests(server)]
+    assert sum(sizes) == files  # every chunk sent once: a parked message never ran twice
+    assert sizes.count(64) / len(sizes) >= 0.95 and sorted(sizes)[0] == 9  # one tail flush, after the last ingest
+    assert_every_chunk_has_its_own_vector(settings)
+
+
+def test_a_wake_lost_in_flight_is_sent_again_by_the_ticker(workdir: Path, server: EmbedServer, limited,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers.backpressure, "TICK_S", 0.05)
+    monkeypatch.setattr(workers.backpressure, "TICKER_AFTER_S", 0.15)
+    monkeypatch.setattr(workers.backpressure, "STALE_S", 0.3)
+    files = 64 * 6
+    small_files(workdir, files)
+    settings = limited(max_pending=64)
+    lost: list[Any] = []
+    with EmbeddedEngine(settings) as engine:
+        real_unpark = engine.ledger.unpark
+
+        def unpark_then_die(run_id: str, count: int, now: float) -> list[list[Any]]:
+            taken = real_unpark(run_id, count, now)
+            if taken and len(lost) < 3:  # the waker took them and died before sending them
+                lost.extend(taken)
+                return []
+            return taken
+
+        engine.ledger.unpark = unpark_then_die  # type: ignore[method-assign]
+        server.faults.slow = 0.05
+        summary = engine.run(RunRequest())
+    assert len(lost) >= 3
+    assert summary.state == "complete" and summary.counts["added"] == files and summary.counts["failed"] == 0
+    assert_every_chunk_has_its_own_vector(settings)
+
+
+def test_messages_redelivered_around_parking_still_converge(workdir: Path, server: EmbedServer, limited,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    files = 300
+    small_files(workdir, files)
+    crashed: set[Any] = set()
+    real_ingest = workers.actors.ingest_batch
+
+    def ingest_then_die(runtime: Any, run_id: str, files_: list[Any], force: bool) -> str | None:
+        key = real_ingest(runtime, run_id, files_, force)
+        marker = (tuple(f[0] for f in files_), key is None)
+        if marker not in crashed:  # done (or parked), not acknowledged: the broker redelivers it
+            crashed.add(marker)
+            raise RuntimeError("worker lost after ingesting")
+        return key
+
+    monkeypatch.setattr(workers.actors, "ingest_batch", ingest_then_die)
+    settings = limited(max_pending=64)
+    with EmbeddedEngine(settings) as engine:
+        server.faults.slow = 0.05
+        summary = engine.run(RunRequest())
+    assert summary.state == "complete" and summary.counts["added"] == files and summary.counts["failed"] == 0
+    assert any(parked for _, parked in crashed)  # some message crashed right after parking
+    assert sum(len(r) for r in embed_requests(server)) >= files
+    assert_every_chunk_has_its_own_vector(settings)
+
+
+def test_a_lexical_run_never_consults_the_backlog(workdir: Path, make_settings,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any) -> str:
+        raise AssertionError("a lexical run must not be held back")
+
+    monkeypatch.setattr(workers.backpressure, "admit", refuse)
+    monkeypatch.setattr(workers.backpressure, "wake", refuse)
+    small_files(workdir, 100)
+    summary = index(make_settings(paths=["docs"], batch_files=4))
+    assert summary.state == "complete" and summary.counts["added"] == 100
