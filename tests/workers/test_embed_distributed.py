@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +104,32 @@ def test_a_worker_killed_during_embedding_still_converges_with_every_vector(clus
     assert summary["failed"] == 0 and summary["added"] + summary["updated"] == FILES
     assert assert_every_chunk_has_its_own_vector(cluster.base) == FILES
     client.close()
+
+
+def test_a_distributed_vector_run_holds_ingest_at_the_pending_limit(cluster: Cluster, server: EmbedServer) -> None:
+    limit = 128  # one-chunk files, 32 per ingest message
+    config = cluster.base / "knowledge.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + f"    max_pending: {limit}\n", encoding="utf-8")
+    server.faults.slow = 0.3
+    cluster.start(workers=2, threads=2)
+    ledger = cluster.ledger()
+    index = cluster.popen("index", "docs", "--json")
+    run_id, peak, samples = None, 0, 0
+    deadline = time.monotonic() + 120
+    while index.poll() is None and time.monotonic() < deadline:
+        if run_id is None:
+            recent = ledger.recent(1)
+            run_id = recent[0].run_id if recent and recent[0].state == "running" else None
+        else:
+            peak = max(peak, ledger.backlog_state(run_id, "").pending)
+            samples += 1
+        time.sleep(0.005)
+    out, err = index.communicate(timeout=30)
+    assert index.returncode == 0, err + cluster.logs()
+    summary = json.loads(out)
+    assert (summary["added"], summary["failed"]) == (FILES, 0)
+    assert samples > 20 and limit // 2 < peak <= limit + 32
+    sizes = [len(r) for r in server.requests if r != ["knowledge embeddings probe"]]
+    assert sum(sizes) == FILES and sizes.count(64) == FILES // 64
+    assert assert_every_chunk_has_its_own_vector(cluster.base) == FILES
+    ledger.client.close()
