@@ -34,7 +34,7 @@ from typing import Any
 
 from config.settings import EmbeddingsSettings
 from pipeline.vectors import VectorPlan
-from workers.ledger import BacklogState
+from workers.backlog import BacklogState
 from workers.runtime import Runtime
 
 TICK_S = 5.0

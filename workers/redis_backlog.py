@@ -22,7 +22,7 @@ import json
 import uuid
 from typing import Any
 
-from workers.ledger import BacklogState
+from workers.backlog import BacklogState
 
 _QUEUE_EMBEDS = """
 local ttl, key = tonumber(ARGV[1]), ARGV[2]
