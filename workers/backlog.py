@@ -20,6 +20,8 @@ class BacklogState(NamedTuple):
     queued: bool  # this message's chunks are in the backlog (it was admitted)
     done: bool  # this message is done
     unwritten: int = 0  # documents with every vector, not written yet
+    admitted: int = 0  # ingest messages whose chunks were queued
+    woken: int = 0  # parked messages sent again, not admitted yet
 
     @property
     def pending(self) -> int:
@@ -72,7 +74,7 @@ class MemoryBacklog:
         with self._lock:
             run = self._run(run_id)
             return BacklogState(len(run["backlog"]), run["embedded"], key in run["positions"], key in run["ingested"],
-                                len(run["complete"]))
+                                len(run["complete"]), len(run["positions"]), len(run["woken"]))
 
     def batch_embedded(self, run_id: str, start: int, stop: int) -> None:
         """Count the batch at positions [start, stop) as embedded (once) and free its items."""

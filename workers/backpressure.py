@@ -17,8 +17,8 @@ nothing from ingest.
   worker thread blocks and the broker holds nothing. It is not done: it does not count towards the
   run's completion or the embedding tail flush.
 - Waking: when a batch is embedded (or given up), when the writer writes an embedded document and
-  when an admitted ingest message finishes, the oldest parked messages are sent again if there is
-  room. A parking message wakes too when
+  when an admitted ingest message finishes, the oldest parked messages are sent again: as many as
+  fit at the run's mean chunks per admitted message, counting those woken and not yet admitted. A parking message wakes too when
   the room appeared while it parked (its park and the waker's count are each one atomic ledger
   step, so one of the two sees the other).
 - The ticker: one `resume` message per run, re-sent every TICK_S while anything is parked, sends
@@ -77,11 +77,14 @@ def park(runtime: Runtime, run_id: str, key: str, files: list[list[Any]], force:
 
 
 def wake(runtime: Runtime, run_id: str, plan: VectorPlan) -> int:
-    """Send parked ingest messages again, about as many as the backlog has room for; return how many."""
-    free = room(runtime, runtime.ledger.backlog_state(run_id, ""), plan)
+    """Send parked ingest messages again, about as many as there is room for beside those already
+    on their way (at the run's mean chunks per admitted message); return how many."""
+    state = runtime.ledger.backlog_state(run_id, "")
+    per_message = max(1, -(-state.appended // max(1, state.admitted)))
+    free = room(runtime, state, plan) - state.woken * per_message
     if free < 0:
         return 0
-    count = min(MAX_WAKE, 1 + free // plan.batch_size)
+    count = min(MAX_WAKE, 1 + free // per_message)
     woken = runtime.ledger.unpark(run_id, count, time.time())
     for files, force in woken:
         runtime.actors.ingest.send(run_id, files, force)

@@ -203,8 +203,11 @@ class RedisBacklog:
         pipe.hexists(self._key(run_id, "emb:positions"), key)
         pipe.sismember(self._key(run_id, "emb:ingested"), key)
         pipe.scard(self._key(run_id, "emb:complete"))
-        length, embedded, queued, done, unwritten = pipe.execute()
-        return BacklogState(int(length or 0), int(embedded or 0), bool(queued), bool(done), int(unwritten))
+        pipe.hlen(self._key(run_id, "emb:positions"))
+        pipe.zcard(self._key(run_id, "emb:woken"))
+        length, embedded, queued, done, unwritten, admitted, woken = pipe.execute()
+        return BacklogState(int(length or 0), int(embedded or 0), bool(queued), bool(done), int(unwritten),
+                            int(admitted), int(woken))
 
     def batch_embedded(self, run_id: str, start: int, stop: int) -> None:
         """Count the batch at positions [start, stop) as embedded (once) and free its items."""

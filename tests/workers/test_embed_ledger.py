@@ -124,6 +124,7 @@ def test_parked_messages_wake_oldest_first_and_a_woken_one_parked_again_goes_fir
     assert ledger.park("r1", "b-1", [["f1"], False], 102.0, 15.0) is None  # parked once
     ledger.park("r1", "b-3", [["f3"], False], 103.0, 15.0)
     assert ledger.unpark("r1", 2, 104.0) == [[["f1"], False], [["f2"], True]]
+    assert ledger.backlog_state("r1", "").woken == 2
     ledger.park("r1", "b-2", [["f2"], True], 105.0, 15.0)  # woken, refused again
     assert ledger.unpark("r1", 5, 106.0) == [[["f2"], True], [["f3"], False]]
     assert ledger.unpark("r1", 5, 107.0) == []
@@ -149,3 +150,11 @@ def test_dropping_the_backlog_forgets_parked_messages(ledger) -> None:
     ledger.park("r1", "b-1", [["f1"], False], 100.0, 15.0)
     ledger.drop_backlog("r1")
     assert ledger.unpark("r1", 5, 101.0) == []
+
+
+def test_the_backlog_counts_admitted_messages(ledger) -> None:
+    ledger.start("r1", {})
+    ledger.queue_embeds("r1", "b-1", items("d1", 0, 1))
+    ledger.queue_embeds("r1", "b-2", [])
+    assert ledger.queue_embeds("r1", "b-3", items("d3", 0), limit=1) is None
+    assert ledger.backlog_state("r1", "").admitted == 2
