@@ -83,7 +83,7 @@ def test_ingest_waits_at_the_pending_limit_and_every_chunk_still_lands_in_full_b
     small_files(workdir, files)
     settings = limited()
     with EmbeddedEngine(settings) as engine:
-        server.faults.slow = 0.1  # embedding is the bottleneck, as with a real model
+        server.faults.slow = 0.3  # ~430 chunks/s: embedding is the bottleneck, as with a real model
         with Peaks(engine.ledger) as peaks:
             summary = engine.run(RunRequest())
     assert summary.state == "complete" and summary.counts["added"] == files and summary.counts["failed"] == 0

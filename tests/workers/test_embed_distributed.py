@@ -110,7 +110,7 @@ def test_a_distributed_vector_run_holds_ingest_at_the_pending_limit(cluster: Clu
     limit = 128  # one-chunk files, 32 per ingest message
     config = cluster.base / "knowledge.yaml"
     config.write_text(config.read_text(encoding="utf-8") + f"    max_pending: {limit}\n", encoding="utf-8")
-    server.faults.slow = 0.3
+    server.faults.slow = 0.5  # 4 threads: ~510 chunks/s, far below ingest
     cluster.start(workers=2, threads=2)
     ledger = cluster.ledger()
     index = cluster.popen("index", "docs", "--json")
