@@ -4,7 +4,9 @@ The identity (model, dimension, normalized, query_prefix, document_prefix) is pi
 the first vector run writes; every later run and every query must match it, or `--reindex` rebuilds
 the vectors. chunks_vec (sqlite-vec vec0, one float32 row per chunk, keyed by chunk id) exists only
 once embeddings were configured; a trigger deletes a chunk's vector with the chunk, because vec0 has
-no upsert and no foreign keys. A chunk whose text hash is unchanged keeps its stored vector.
+no upsert and no foreign keys. A chunk whose text hash is unchanged keeps its stored vector. Beside
+it, pipeline.vector_codes keeps quantised codes and float copies for fast KNN on large stores,
+written in the same transaction; install() creates and fills them for a store that lacks them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from config.errors import EmbeddingUnavailable, PipelineError, VectorIdentityMismatch
 from config.settings import EmbeddingsSettings, Settings
-from pipeline import db
+from pipeline import db, vector_codes
 from pipeline.embeddings import EmbeddingsClient, Probe
 from pipeline.models import Document
 
@@ -185,12 +187,17 @@ def install(conn: Any, identity: VectorIdentity) -> bool:
     """Create (or, for another identity, recreate) chunks_vec and pin identity; call inside a transaction.
 
     Returns True when the table was (re)created. Recreating drops every stored vector: the
-    planner only lets that happen under `--reindex` or when no identity was pinned.
+    planner only lets that happen under `--reindex` or when no identity was pinned. The quantised
+    companions (pipeline.vector_codes) are created too, and filled from chunks_vec when a store
+    written before them, or with another encoding, lacks them.
     """
     meta = {k: v for k, v in conn.execute("SELECT key, value FROM meta")}
     exists = has_table(conn)
     if exists and pinned_identity(meta) == identity:
+        if not vector_codes.ready(conn):
+            vector_codes.install(conn, identity.dimension)
         return False
+    vector_codes.drop(conn)
     if exists:
         conn.execute(f"DROP TABLE {TABLE}")
     conn.execute(
@@ -200,6 +207,7 @@ def install(conn: Any, identity: VectorIdentity) -> bool:
         f"CREATE TRIGGER IF NOT EXISTS {TRIGGER} AFTER DELETE ON chunks BEGIN "
         f"DELETE FROM {TABLE} WHERE chunk_id = old.id; END"
     )
+    vector_codes.install(conn, identity.dimension)
     conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(identity.to_meta().items()))
     return True
 
@@ -231,7 +239,10 @@ def reusable_hashes(conn: Any, path: str) -> set[str]:
 
 
 class VectorWriter:
-    """The Store's vector hook: inside the document's transaction, keep reusable vectors and insert all."""
+    """The Store's vector hook: inside the document's transaction, keep reusable vectors and insert all.
+
+    Each vector goes to chunks_vec and, when the store has them, to the quantised companions.
+    """
 
     def __init__(self, reuse: bool) -> None:
         self.reuse = reuse
@@ -258,3 +269,5 @@ class VectorWriter:
                 raise PipelineError(f"no vector for section {chunk.ordinal}; the document was not written")
             rows.append((ids[chunk.ordinal], blob))
         conn.executemany(f"INSERT INTO {TABLE}(chunk_id, embedding) VALUES (?, ?)", rows)
+        if vector_codes.ready(conn):  # absent or stale companions are rebuilt by the next install()
+            vector_codes.insert(conn, rows)

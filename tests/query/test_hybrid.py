@@ -198,3 +198,18 @@ def test_hydration_keeps_the_fused_order_and_skips_rows_that_vanished(indexed: P
         ids = [r[0] for r in reader.conn.execute("SELECT id FROM chunks ORDER BY id DESC")]
         hits = reader.hydrate([ids[0], 10_000_000, ids[-1]])
     assert [h.chunk_id for h in hits] == [ids[0], ids[-1]]
+
+
+def test_hybrid_results_are_the_same_when_the_quantised_knn_answers(indexed: Path, server: EmbedServer,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import vector_codes
+    from query import vector
+
+    settings = settings_of(indexed, server)
+    texts = ["budget cap for a run", "agent worker queue", "zzqx unrelatedword", "restart the installer"]
+    with Reader(settings) as reader:
+        assert vector_codes.ready(reader.conn)  # the index run built the companions
+        exact = [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts]
+        monkeypatch.setattr(vector, "EXACT_BELOW", 0)  # this tiny store takes the large-store path
+        quantised = [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts]
+    assert quantised == exact and all(len(ids) == 4 for ids in exact)

@@ -1,0 +1,127 @@
+"""Vector KNN: exact brute force, quantised candidates re-scored exactly, and which one answers when."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import db, vector_codes, vectors
+from pipeline.chunker import chunk_text
+from pipeline.models import Document
+from pipeline.store import Store
+from query.vector import knn, knn_exact, knn_quantised
+
+DIM = 16
+IDENTITY = vectors.VectorIdentity("seeded", DIM)
+
+
+def _unit(values: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in values))
+    return [x / norm for x in values]
+
+
+def _random_unit(rng: random.Random) -> list[float]:
+    return _unit([rng.gauss(0, 1) for _ in range(DIM)])
+
+
+QUERY = _random_unit(random.Random(99))
+
+
+def _doc(path: str, vecs: list[list[float]]) -> Document:
+    text = "# T\n\nintro\n" + "".join(f"\n## S{i}\n\nsection {i}\n" for i in range(1, len(vecs)))
+    chunked = chunk_text(text)
+    assert len(chunked.chunks) == len(vecs)
+    doc = Document(path, "docs", "0" * 64, len(text), 1, chunked.title, chunked.chunks)
+    doc.vectors = dict(enumerate(vecs))
+    return doc
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    """300 chunks: random unit vectors, a cluster of 10 close to QUERY, and a few exact duplicates."""
+    rng = random.Random(7)
+    path = tmp_path / "store" / "knowledge.db"
+    store = Store(path)
+    try:
+        with store.transaction() as conn:
+            vectors.install(conn, IDENTITY)
+        store.vector_hook = vectors.VectorWriter(reuse=False)
+        for d in range(20):
+            vecs = [_random_unit(rng) for _ in range(15)]
+            if d == 7:
+                vecs[3:13] = [_unit([q + rng.gauss(0, 0.02) for q in QUERY]) for _ in range(10)]
+            if d in (2, 11):
+                vecs[5] = vecs[6] = vecs[7]  # equal distances: ties go to the smaller id
+            store.apply(_doc(f"docs/{d:02}.md", vecs))
+    finally:
+        store.close()
+    return path
+
+
+@pytest.fixture
+def reader(store_path: Path) -> Iterator[Any]:
+    conn = db.open_reader(store_path)
+    yield conn
+    conn.close()
+
+
+def _same(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> None:
+    assert [cid for cid, _ in a] == [cid for cid, _ in b]
+    assert [d for _, d in a] == pytest.approx([d for _, d in b], abs=1e-6)
+
+
+def test_quantised_knn_finds_the_exact_top_ten_from_a_fraction_of_the_store(reader: Any) -> None:
+    exact = knn_exact(reader, QUERY, 10)
+    cluster = {cid for (cid,) in reader.execute(
+        "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE d.path = 'docs/07.md' AND c.ordinal BETWEEN 3 AND 12")}
+    assert {cid for cid, _ in exact} == cluster
+    # 16 partitions x 3 = 48 candidates of 300 chunks, re-scored with their float vectors
+    _same(knn_quantised(reader, QUERY, 10, per_partition=3), exact)
+
+
+def test_with_every_chunk_a_candidate_quantised_knn_is_exactly_the_reference(reader: Any) -> None:
+    rng = random.Random(5)
+    for query in [QUERY] + [_random_unit(rng) for _ in range(20)]:
+        _same(knn_quantised(reader, query, 50, per_partition=50), knn_exact(reader, query, 50))
+    duplicate = [vectors.from_blob(b) for (b,) in reader.execute(
+        "SELECT v.embedding FROM chunks_vec v JOIN chunks c ON c.id = v.chunk_id JOIN documents d"
+        " ON d.id = c.document_id WHERE d.path = 'docs/02.md' AND c.ordinal = 7")][0]
+    top = knn_quantised(reader, duplicate, 3)
+    assert [d for _, d in top] == [0.0, 0.0, 0.0] and [c for c, _ in top] == sorted(c for c, _ in top)
+
+
+def test_knn_uses_the_companions_on_a_large_store_and_brute_force_on_a_small_one(store_path: Path) -> None:
+    # Fault injection: one chunk's float copy disagrees with chunks_vec, so the two paths differ.
+    writer = db.open_writer(store_path)
+    nearest = knn_exact(writer, QUERY, 1)[0][0]
+    writer.execute(f"UPDATE {vector_codes.FLOATS} SET embedding = ? WHERE chunk_id = ?",
+                   (vectors.to_blob([-x for x in QUERY]), nearest))
+    writer.commit()
+    writer.close()
+    conn = db.open_reader(store_path)
+    try:
+        assert knn(conn, QUERY, 5)[0][0] == nearest  # 300 chunks: under EXACT_BELOW, brute force
+        assert knn(conn, QUERY, 5, exact_below=0)[0][0] != nearest  # the quantised path answered
+        assert knn(conn, QUERY, 5, exact_below=0) == knn_quantised(conn, QUERY, 5)
+    finally:
+        conn.close()
+
+
+def test_a_store_without_the_companions_falls_back_to_exact_knn(store_path: Path) -> None:
+    writer = db.open_writer(store_path)
+    writer.execute("BEGIN IMMEDIATE")
+    vector_codes.drop(writer)
+    writer.execute("COMMIT")
+    writer.close()
+    conn = db.open_reader(store_path)
+    try:
+        assert not vector_codes.ready(conn)
+        _same(knn(conn, QUERY, 20, exact_below=0), knn_exact(conn, QUERY, 20))
+    finally:
+        conn.close()
