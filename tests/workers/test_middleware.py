@@ -17,18 +17,26 @@ from tests.workers.helpers import index
 from workers.middleware import OPTION, message_run_id
 
 
+_EXPORTER = InMemorySpanExporter()
+_INSTALLED: list[bool] = []
+
+
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    """Finished spans of this process (an SDK provider is installed once if none is)."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(exporter)
-    provider.add_span_processor(processor)  # type: ignore[attr-defined]
-    yield exporter
-    processor.shutdown()
+    """Finished spans of this process: one in-memory exporter, attached once, emptied per test.
+
+    Never shut down: a shut-down processor left on the provider would warn on every later span.
+    """
+    if not _INSTALLED:
+        provider = trace.get_tracer_provider()
+        if not isinstance(provider, TracerProvider):
+            provider = TracerProvider()
+            trace.set_tracer_provider(provider)
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))  # type: ignore[attr-defined]
+        _INSTALLED.append(True)
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _EXPORTER.clear()
 
 
 def test_an_embedded_run_is_one_trace_from_the_run_to_each_write(workdir: Path, make_settings, spans) -> None:
