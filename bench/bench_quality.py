@@ -12,6 +12,9 @@ pinned identity, KNN over chunks_vec) and hybrid (RRF, k = 60, of those two list
 `--depth` chunks deep (100, so Recall@100 is measurable; the shipped search fans out 50 per tier);
 chunks map back to documents, each document counted once at its best rank. A last row runs
 query.search.search() itself (top_k 20, fan-out 50) to show the @10 figures of the shipped path.
+The "quantised" rows force the large-store KNN path (query.vector.knn_quantised: hamming
+candidates re-scored exactly) that a store this small never takes, and `knn_recall` is its
+recall@depth against exact KNN over the same queries.
 Prints one JSON object; --markdown prints the table for bench/RESULTS.md.
 """
 
@@ -38,7 +41,7 @@ from query.fusion import rrf  # noqa: E402
 from query.lexical import build_query, search_ids  # noqa: E402
 from query.reader import Reader  # noqa: E402
 from query.search import search  # noqa: E402
-from query.vector import embed_query, knn, query_identity  # noqa: E402
+from query.vector import embed_query, knn, knn_exact, knn_quantised, query_identity  # noqa: E402
 from workers.run import EmbeddedEngine, RunRequest  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
@@ -99,7 +102,9 @@ def doc_ranking(reader: Reader, chunk_ids: list[int]) -> list[str]:
 def rank_all(settings: Settings, depth: int) -> dict[str, Any]:
     """Run every query through each tier; return the runs and the per-query latencies."""
     queries = cranfield.load_queries()
-    runs: dict[str, dict[str, list[str]]] = {"lexical": {}, "vector": {}, "hybrid": {}, "search()": {}}
+    runs: dict[str, dict[str, list[str]]] = {"lexical": {}, "vector": {}, "hybrid": {}, "search()": {},
+                                             "vector (quantised)": {}, "hybrid (quantised)": {}}
+    recalls: list[float] = []
     timing: dict[str, float] = {"lexical": 0.0, "embed": 0.0, "knn": 0.0, "search()": 0.0}
     emb = settings.embeddings
     with Reader(settings) as reader:
@@ -119,13 +124,20 @@ def rank_all(settings: Settings, depth: int) -> dict[str, Any]:
             timing["knn"] += time.perf_counter() - t1
             runs["vector"][qid] = doc_ranking(reader, nearest)
             runs["hybrid"][qid] = doc_ranking(reader, [cid for cid, _ in rrf([lexical, nearest])][:depth])
+            quantised = knn_quantised(reader.conn, vector, depth)
+            exact = knn_exact(reader.conn, vector, depth)
+            recalls.append(min(depth, sum(1 for _, d in quantised if d <= exact[-1][1] + 1e-6)) / depth)
+            runs["vector (quantised)"][qid] = doc_ranking(reader, [cid for cid, _ in quantised])
+            runs["hybrid (quantised)"][qid] = doc_ranking(
+                reader, [cid for cid, _ in rrf([lexical, [c for c, _ in quantised]])][:depth])
             t0 = time.perf_counter()
             hits = search(settings, text, 20, reader).hits
             timing["search()"] += time.perf_counter() - t0
             runs["search()"][qid] = cranfield.dedupe(cranfield.doc_id_from_path(h.path) for h in hits)
     count = len(queries)
     return {"runs": {k: v for k, v in runs.items() if v},
-            "ms_per_query": {k: round(1000 * v / count, 2) for k, v in timing.items() if v}}
+            "ms_per_query": {k: round(1000 * v / count, 2) for k, v in timing.items() if v},
+            "knn_recall": round(sum(recalls) / len(recalls), 4) if recalls else None}
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -163,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = {tier: {k: round(v, 4) for k, v in cranfield.evaluate(run, qrels).items()}
                for tier, run in ranked["runs"].items()}
     result = {"index": figures, "document_prefix": args.document_prefix, "depth": args.depth,
-              "metrics": metrics, "ms_per_query": ranked["ms_per_query"]}
+              "metrics": metrics, "ms_per_query": ranked["ms_per_query"], "knn_recall": ranked["knn_recall"]}
     print(json.dumps(result))
     if args.markdown:
         print(markdown(result))

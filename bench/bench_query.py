@@ -2,17 +2,30 @@
 
     .venv/bin/python bench/bench_query.py --chunks 10000 100000 --queries 300
 
+    .venv/bin/python bench/bench_query.py --chunks 10000 --embed-url http://127.0.0.1:8199/v1 \
+        --out bench/out/query-real --skip-mcp        # real vectors from an embeddings server
+
 For each size it generates a corpus with bench/corpus.py (about 13 chunks a file), indexes it
-with `knowledge index`, then adds a vector per chunk straight into chunks_vec (384 dimensions,
-unit length, from a seeded pool of random vectors: brute-force KNN costs the same whatever the
-values, and no embeddings server is needed). Queries are 1-4 consecutive words taken from random
-chunks of the corpus, so they hit real co-occurring text. Measured, each as p50/p95/mean:
+with `knowledge index`, then adds a vector per chunk straight into chunks_vec and builds the
+quantised companions (pipeline/vector_codes.py). Vectors are 384-dimension seeded random unit
+vectors, one per chunk (no server needed; KNN costs the same whatever the values, and random
+vectors are the hardest case for a quantised pre-filter), or with --embed-url the chunks
+embedded by a real server (about 25 chunks/s for all-MiniLM-L6-v2 on 2 cores). Queries are 1-4
+consecutive words taken from random chunks of the corpus, so they hit real co-occurring text.
+Measured, each as p50/p95/mean:
 
 - search, lexical: query.search.search with no embeddings configured, on a warm reader, and
   per call with a fresh reader (what the CLI and each tool call pay);
 - search, hybrid: the same with embeddings configured, the query embedding replaced by a
   precomputed vector, so the figure covers FTS5 + KNN + RRF + hydration and excludes the
   embeddings server's time;
+- KNN alone: exact brute force over chunks_vec, the quantised path forced (hamming candidates
+  from 16 code partitions re-scored with their float vectors), and knn() as shipped (exact
+  below query.vector.EXACT_BELOW chunks); recall@50 of the quantised path against the exact
+  top 50 (mean and minimum over the query vectors: seeded random unit vectors, or with
+  --embed-url the embedded text queries), counting a result as found when its distance is
+  within the exact 50th distance, so equal distances are not misses;
+- search, hybrid with exact KNN forced, for comparison with the shipped path;
 - match: query.enumerate.enumerate_documents (fresh reader per call, default CLI limit);
 - MCP round trips: knowledge_search and knowledge_enumerate through the SDK's client session,
   over stdio (`knowledge mcp`) and over streamable HTTP (`knowledge serve`).
@@ -45,16 +58,19 @@ from corpus import generate  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402
 from config.settings import Settings  # noqa: E402
-from pipeline import db, vectors  # noqa: E402
+from pipeline import db, vector_codes, vectors  # noqa: E402
+from pipeline.embeddings import EmbeddingsClient, document_text  # noqa: E402
 from query import search as search_module  # noqa: E402
 from query.enumerate import enumerate_documents  # noqa: E402
 from query.reader import Reader  # noqa: E402
-from query.vector import KNN_K, knn  # noqa: E402
+from config.settings import EmbeddingsSettings  # noqa: E402
+from query import vector as vector_module  # noqa: E402
+from query.vector import KNN_K, PER_PARTITION, knn, knn_exact, knn_quantised  # noqa: E402
 
 CHUNKS_PER_FILE = 13.2
 DIMENSION = 384
-POOL = 4096
-MODEL = "bench-random-384"
+MODEL = "bench-random-384-unique"
+RECALL_QUERIES = 100
 KNOWLEDGE = str(Path(sys.executable).with_name("knowledge"))
 
 
@@ -82,7 +98,7 @@ def timed(fn: Callable[[str], Any], queries: list[str], warmup: int = 10) -> dic
     return percentiles(samples)
 
 
-def build(out: Path, chunks: int, seed: int) -> Path:
+def build(out: Path, chunks: int, seed: int, embed_url: str | None = None) -> Path:
     """Corpus and store for about `chunks` chunks (reused when already built); the store's base dir."""
     files = max(1, round(chunks / CHUNKS_PER_FILE))
     corpus = out / f"corpus-{chunks}"
@@ -96,33 +112,60 @@ def build(out: Path, chunks: int, seed: int) -> Path:
             stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")},
         )
         print(f"indexed {files} files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    add_vectors(base / "knowledge" / "default" / "knowledge.db", seed)
+    add_vectors(base / "knowledge" / "default" / "knowledge.db", seed, embed_url)
     return base
 
 
-def add_vectors(db_path: Path, seed: int) -> None:
-    """Give every chunk a unit vector from a seeded random pool, pinning the bench identity."""
+def unit_vectors(n: int, seed: int) -> list[list[float]]:
+    """n seeded random unit vectors of DIMENSION."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        v = [rng.gauss(0, 1) for _ in range(DIMENSION)]
+        norm = math.sqrt(sum(x * x for x in v))
+        out.append([x / norm for x in v])
+    return out
+
+
+def embed_texts(url: str, texts: list[str], label: str) -> tuple[str, list[list[float]]]:
+    """(served model name, unit vectors) of texts, 64 per request."""
+    out: list[list[float]] = []
+    started = time.perf_counter()
+    with EmbeddingsClient(EmbeddingsSettings(base_url=url, model="all-MiniLM-L6-v2", timeout=300)) as client:
+        served = client.probe().served_model
+        for i in range(0, len(texts), 64):
+            out += client.embed(texts[i : i + 64])
+            if i and i % 6400 == 0:
+                print(f"embedded {i} {label} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return served, out
+
+
+def add_vectors(db_path: Path, seed: int, embed_url: str | None = None) -> None:
+    """Give every chunk a vector (seeded random, or embedded by the server) and build the companions."""
     conn = db.open_writer(db_path)
     try:
-        if vectors.has_table(conn):
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        if vectors.has_table(conn) and vector_codes.ready(conn) and (embed_url is not None) == (meta.get("model") != MODEL):
             have = conn.execute(f"SELECT count(*) FROM {vectors.TABLE}").fetchone()[0]
             if have == conn.execute("SELECT count(*) FROM chunks").fetchone()[0]:
                 return
-        rng = random.Random(seed)
-        pool = []
-        for _ in range(POOL):
-            v = [rng.gauss(0, 1) for _ in range(DIMENSION)]
-            norm = math.sqrt(sum(x * x for x in v))
-            pool.append(vectors.to_blob([x / norm for x in v]))
-        ids = [r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY id")]
+        rows = conn.execute("SELECT id, heading_path, body FROM chunks ORDER BY id").fetchall()
+        ids = [r[0] for r in rows]
+        if embed_url:
+            model, vecs = embed_texts(embed_url, [document_text(b, h, "") for _, h, b in rows], "chunks")
+        else:
+            model, vecs = MODEL, unit_vectors(len(ids), seed)
+        started = time.perf_counter()
         conn.execute("BEGIN IMMEDIATE")
-        vectors.install(conn, vectors.VectorIdentity(model=MODEL, dimension=DIMENSION))
-        conn.execute(f"DELETE FROM {vectors.TABLE}")
-        conn.executemany(
-            f"INSERT INTO {vectors.TABLE}(chunk_id, embedding) VALUES (?, ?)",
-            ((cid, pool[rng.randrange(POOL)]) for cid in ids),
-        )
+        if vectors.has_table(conn):
+            conn.execute(f"DELETE FROM {vectors.TABLE}")
+        vector_codes.drop(conn)
+        vectors.install(conn, vectors.VectorIdentity(model=model, dimension=DIMENSION))  # companions empty
+        conn.executemany(f"INSERT INTO {vectors.TABLE}(chunk_id, embedding) VALUES (?, ?)",
+                         ((cid, vectors.to_blob(v)) for cid, v in zip(ids, vecs)))
+        vector_codes.install(conn, DIMENSION)
         conn.execute("COMMIT")
+        print(f"stored {len(ids)} vectors and their codes in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     finally:
         conn.close()
 
@@ -159,16 +202,16 @@ def keyword_queries(settings: Settings, n: int, seed: int) -> list[str]:
     return [" ".join(rng.sample(pool, rng.randint(1, 3))) for _ in range(n)]
 
 
-def measure_search(base: Path, queries: list[str]) -> dict[str, Any]:
+def measure_search(base: Path, queries: list[str], embedded: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """Lexical (warm and fresh reader) and hybrid (query embedding excluded) search latencies."""
     lexical = settings_from_mapping({}, store_base=base)
-    hybrid = settings_from_mapping({"embeddings": {"base_url": "http://127.0.0.1:9/v1", "model": MODEL}}, store_base=base)
-    rng = random.Random(7)
-    v = [rng.gauss(0, 1) for _ in range(DIMENSION)]
-    norm = math.sqrt(sum(x * x for x in v))
-    vector = [x / norm for x in v]
+    with Reader(lexical) as reader:
+        model = reader.meta["model"]
+    hybrid = settings_from_mapping({"embeddings": {"base_url": "http://127.0.0.1:9/v1", "model": model}}, store_base=base)
+    fixed = unit_vectors(1, 7)[0]
     original = search_module.embed_query
-    search_module.embed_query = lambda *args, **kwargs: vector  # type: ignore[assignment]
+    search_module.embed_query = lambda settings, identity, text: (embedded or {}).get(text, fixed)  # type: ignore[assignment]
+    shipped_threshold = vector_module.EXACT_BELOW
     try:
         with Reader(lexical) as reader:
             warm_lexical = timed(lambda q: search_module.search(lexical, q, 5, reader), queries)
@@ -177,17 +220,48 @@ def measure_search(base: Path, queries: list[str]) -> dict[str, Any]:
             check = search_module.search(hybrid, queries[0], 5, reader)
             assert check.degraded is None and check.tier.startswith("tier: hybrid"), check.tier
             warm_hybrid = timed(lambda q: search_module.search(hybrid, q, 5, reader), queries)
-            knn_only = timed(lambda q: knn(reader.conn, vector, KNN_K), queries)
         fresh_hybrid = timed(lambda q: search_module.search(hybrid, q, 5), queries)
+        vector_module.EXACT_BELOW = 1 << 62  # every store brute force: the path before the companions
+        with Reader(hybrid) as reader:
+            warm_hybrid_exact = timed(lambda q: search_module.search(hybrid, q, 5, reader), queries)
     finally:
         search_module.embed_query = original  # type: ignore[assignment]
+        vector_module.EXACT_BELOW = shipped_threshold
     return {
         "search_lexical_warm": warm_lexical,
         "search_lexical_fresh_reader": fresh_lexical,
         "search_hybrid_warm_no_embed": warm_hybrid,
+        "search_hybrid_warm_no_embed_exact_knn": warm_hybrid_exact,
         "search_hybrid_fresh_reader_no_embed": fresh_hybrid,
-        "knn_only": knn_only,
     }
+
+
+def measure_knn(base: Path, query_vectors: list[list[float]], recall_k: int = KNN_K,
+                per_partition: int = PER_PARTITION) -> dict[str, Any]:
+    """KNN latencies (exact, quantised, shipped) and recall@recall_k of the quantised path against exact."""
+    settings = settings_from_mapping({}, store_base=base)
+    with Reader(settings) as reader:
+        conn = reader.conn
+        assert vector_codes.ready(conn)
+        by_text = {str(i): v for i, v in enumerate(query_vectors)}
+        keys = list(by_text)
+        out: dict[str, Any] = {
+            "knn_exact": timed(lambda key: knn_exact(conn, by_text[key], KNN_K), keys),
+            "knn_quantised": timed(lambda key: knn_quantised(conn, by_text[key], KNN_K), keys),
+            "knn_only": timed(lambda key: knn(conn, by_text[key], KNN_K), keys),
+        }
+        recalls = []
+        for v in query_vectors:
+            exact = knn_exact(conn, v, recall_k)
+            found = knn_quantised(conn, v, recall_k, per_partition)
+            bound = exact[-1][1] + 1e-6
+            recalls.append(min(recall_k, sum(1 for _, d in found if d <= bound)) / recall_k)
+    ordered = sorted(recalls)
+    out["recall_at_50" if (recall_k, per_partition) == (KNN_K, PER_PARTITION) else
+        f"recall_at_{recall_k}_per_partition_{per_partition}"] = {
+        "mean": round(statistics.fmean(recalls), 4), "min": ordered[0],
+        "p5": ordered[max(0, math.ceil(0.05 * len(ordered)) - 1)], "n": len(recalls)}
+    return out
 
 
 def measure_match(base: Path, queries: list[str]) -> dict[str, Any]:
@@ -274,19 +348,24 @@ def markdown(results: list[dict[str, Any]]) -> str:
     lines = ["| measurement | " + " | ".join(f"{s} p50 / p95 (ms)" for s in sizes) + " |",
              "| --- | " + " | ".join("---" for _ in sizes) + " |"]
     rows = [
-        ("search, lexical (warm reader)", ["search_lexical_warm"]),
-        ("search, lexical (reader opened per call)", ["search_lexical_fresh_reader"]),
-        ("search, hybrid excl. query embedding (warm reader)", ["search_hybrid_warm_no_embed"]),
-        ("search, hybrid excl. query embedding (reader per call)", ["search_hybrid_fresh_reader_no_embed"]),
-        ("KNN alone (sqlite-vec, k=50)", ["knn_only"]),
-        ("match (reader per call, limit 50)", ["match"]),
-        ("keyword queries: search, lexical (warm reader)", ["search_lexical_warm_keywords"]),
-        ("keyword queries: search, hybrid excl. embedding (warm reader)", ["search_hybrid_warm_no_embed_keywords"]),
-        ("keyword queries: match", ["match_keywords"]),
-        ("MCP stdio round trip, knowledge_search", ["mcp_stdio", "knowledge_search"]),
+        ("text: search, lexical (warm reader)", ["search_lexical_warm"]),
+        ("text: search, lexical (reader opened per call)", ["search_lexical_fresh_reader"]),
+        ("text: search, hybrid excl. query embedding (warm reader)", ["search_hybrid_warm_no_embed"]),
+        ("text: search, hybrid excl. query embedding (reader per call)", ["search_hybrid_fresh_reader_no_embed"]),
+        ("text: search, hybrid with exact KNN forced (warm reader)", ["search_hybrid_warm_no_embed_exact_knn"]),
+        ("KNN exact (vec0 brute force over float[384], k=50)", ["knn_exact"]),
+        ("KNN quantised (16 x 50 hamming candidates re-scored, k=50)", ["knn_quantised"]),
+        ("KNN as shipped (exact under 15,000 chunks, else quantised)", ["knn_only"]),
+        ("text: match (reader per call, limit 50)", ["match"]),
+        ("keyword: search, lexical (warm reader)", ["search_lexical_warm_keywords"]),
+        ("keyword: search, hybrid excl. query embedding (warm reader)", ["search_hybrid_warm_no_embed_keywords"]),
+        ("keyword: search, hybrid with exact KNN forced (warm reader)",
+         ["search_hybrid_warm_no_embed_exact_knn_keywords"]),
+        ("keyword: match", ["match_keywords"]),
+        ("MCP stdio round trip (SDK client, `knowledge mcp`), knowledge_search", ["mcp_stdio", "knowledge_search"]),
         ("MCP stdio round trip, knowledge_enumerate", ["mcp_stdio", "knowledge_enumerate"]),
-        ("MCP HTTP round trip, knowledge_search", ["mcp_http", "knowledge_search"]),
-        ("MCP HTTP round trip, knowledge_enumerate", ["mcp_http", "knowledge_enumerate"]),
+        ("MCP streamable HTTP round trip (`knowledge serve`), knowledge_search", ["mcp_http", "knowledge_search"]),
+        ("MCP streamable HTTP round trip, knowledge_enumerate", ["mcp_http", "knowledge_enumerate"]),
     ]
     for label, key in rows:
         cells = []
@@ -296,6 +375,9 @@ def markdown(results: list[dict[str, Any]]) -> str:
                 value = value.get(part, {}) if isinstance(value, dict) else {}
             cells.append(f"{value['p50_ms']} / {value['p95_ms']}" if value else "-")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    recall = [r.get("recall_at_50") for r in results]
+    lines.append("| recall@50 of the quantised KNN vs exact: mean / min | " + " | ".join(
+        f"{x['mean']:.3f} / {x['min']:.2f}" if x else "-" for x in recall) + " |")
     return "\n".join(lines)
 
 
@@ -307,18 +389,32 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=BENCH / "out" / "query")
     parser.add_argument("--skip-mcp", action="store_true")
+    parser.add_argument("--recall-k", type=int, default=KNN_K, help="recall@k measured (default 50)")
+    parser.add_argument("--per-partition", type=int, default=PER_PARTITION,
+                        help="candidates per code partition for the recall measurement (default: as shipped)")
+    parser.add_argument("--embed-url", help="embed chunks and queries with this OpenAI-compatible server "
+                        "(use another --out: the stores differ from the random-vector ones)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for chunks in args.chunks:
-        base = build(args.out.resolve(), chunks, args.seed)
+        base = build(args.out.resolve(), chunks, args.seed, args.embed_url)
         docs, actual = chunk_count(base)
         settings = settings_from_mapping({}, store_base=base)
         queries = sample_queries(settings, args.queries, args.seed)
-        result: dict[str, Any] = {"chunks": actual, "documents": docs, "queries": len(queries)}
-        result.update(measure_search(base, queries))
         keywords = keyword_queries(settings, args.queries, args.seed)
-        result.update({f"{k}_keywords": v for k, v in measure_search(base, keywords).items() if "warm" in k})
+        embedded: dict[str, list[float]] | None = None
+        if args.embed_url:
+            texts = list(dict.fromkeys(queries + keywords))
+            embedded = dict(zip(texts, embed_texts(args.embed_url, texts, "queries")[1]))
+            probes = [embedded[q] for q in queries[:RECALL_QUERIES] + keywords[:RECALL_QUERIES]]
+        else:
+            probes = unit_vectors(2 * RECALL_QUERIES, args.seed + 100)
+        result: dict[str, Any] = {"chunks": actual, "documents": docs, "queries": len(queries),
+                                  "vectors": "embedded" if args.embed_url else "random"}
+        result.update(measure_knn(base, probes, args.recall_k, args.per_partition))
+        result.update(measure_search(base, queries, embedded))
+        result.update({f"{k}_keywords": v for k, v in measure_search(base, keywords, embedded).items() if "warm" in k})
         result.update(measure_match(base, queries))
         result.update({f"{k}_keywords": v for k, v in measure_match(base, keywords).items()})
         if not args.skip_mcp:

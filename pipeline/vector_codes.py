@@ -82,7 +82,7 @@ def drop(conn: Any) -> None:
 def install(conn: Any, dimension: int) -> int:
     """(Re)create both tables, fill them from chunks_vec and pin SCHEME; return the rows filled.
 
-    Call inside a transaction, after chunks_vec exists. About 10 s per 100k vectors.
+    Call inside a transaction, after chunks_vec exists. About 25 s per 100k vectors.
     """
     drop(conn)
     conn.execute(
