@@ -118,6 +118,13 @@ def ingest_finished(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -
         runtime.actors.embed.send(run_id, (length - 1) // plan.batch_size)
 
 
+def _batch(runtime: Runtime, run_id: str, index: int, size: int) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The items of backlog batch `index`, and those of them whose chunk has no vector yet."""
+    items = runtime.ledger.embed_items(run_id, index * size, (index + 1) * size)
+    present = runtime.ledger.present_vectors(run_id, [(i[0], int(i[2])) for i in items])
+    return items, [item for item, have in zip(items, present) if not have]
+
+
 def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     """Embed backlog batch `index`, store the vectors, send completed documents to the writer.
 
@@ -128,9 +135,7 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     if plan is None:
         return
     ledger = runtime.ledger
-    items = ledger.embed_items(run_id, index * plan.batch_size, (index + 1) * plan.batch_size)
-    present = ledger.present_vectors(run_id, [(i[0], int(i[2])) for i in items])
-    todo = [item for item, have in zip(items, present) if not have]
+    items, todo = _batch(runtime, run_id, index, plan.batch_size)
     failed: dict[str, tuple[str, str]] = {}
     vectors: list[tuple[str, int, bytes]] = []
     if todo:
@@ -179,10 +184,8 @@ def give_up_batch(runtime: Runtime, run_id: str, index: int, reason: str) -> Non
     plan = run_plan(runtime, run_id)
     if plan is None:
         return
-    ledger = runtime.ledger
-    items = ledger.embed_items(run_id, index * plan.batch_size, (index + 1) * plan.batch_size)
-    present = ledger.present_vectors(run_id, [(i[0], int(i[2])) for i in items])
-    failed = {i[0]: (i[1], f"embedding failed: {reason}") for i, have in zip(items, present) if not have}
+    _, missing = _batch(runtime, run_id, index, plan.batch_size)
+    failed = {i[0]: (i[1], f"embedding failed: {reason}") for i in missing}
     if failed:
         fail_documents(runtime, run_id, failed)
     batch_finished(runtime, run_id, index, plan)

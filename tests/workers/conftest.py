@@ -13,6 +13,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from workers.ledger import InMemoryLedger
+from workers.redis_ledger import RedisLedger
+
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379
 REDIS_DB = 13
@@ -54,3 +57,14 @@ def redis_namespace(redis_client: redis.Redis) -> Iterator[str]:
     namespace = f"knowledge-test:{uuid.uuid4().hex[:12]}"
     yield namespace
     delete_namespace(redis_client, namespace)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[object]:
+    """Each ledger implementation in turn (Redis on a fresh namespace)."""
+    if request.param == "memory":
+        yield InMemoryLedger()
+        return
+    client: redis.Redis = request.getfixturevalue("redis_client")
+    namespace: str = request.getfixturevalue("redis_namespace")
+    yield RedisLedger(client, namespace)

@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
-import pytest
-import redis
 
-from workers.ledger import InMemoryLedger
-from workers.redis_ledger import RedisLedger
 
 V1, V2, V3 = b"\x00\x00\x80?" * 2, b"\x00\x00\x00@" * 2, b"\x00\x00@@" * 2
-
-
-@pytest.fixture(params=["memory", "redis"])
-def ledger(request: pytest.FixtureRequest) -> Iterator[object]:
-    """Each ledger implementation in turn (Redis on a fresh namespace)."""
-    if request.param == "memory":
-        yield InMemoryLedger()
-        return
-    client: redis.Redis = request.getfixturevalue("redis_client")
-    namespace: str = request.getfixturevalue("redis_namespace")
-    yield RedisLedger(client, namespace)
 
 
 def items(doc: str, *ordinals: int) -> list[list[object]]:

@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 import redis
 
-from workers.ledger import InMemoryLedger
 from workers.redis_ledger import RedisLedger
-
-
-@pytest.fixture(params=["memory", "redis"])
-def ledger(request: pytest.FixtureRequest) -> Iterator[object]:
-    """Each ledger implementation in turn (Redis on a fresh namespace)."""
-    if request.param == "memory":
-        yield InMemoryLedger()
-        return
-    client: redis.Redis = request.getfixturevalue("redis_client")
-    namespace: str = request.getfixturevalue("redis_namespace")
-    yield RedisLedger(client, namespace)
 
 
 def _walk(ledger: object, run_id: str = "r1", total: int = 3) -> None:
