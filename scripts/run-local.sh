@@ -36,13 +36,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-# alive PID: running and not a zombie waiting for its reaper.
-alive() {
-  kill -0 "$1" 2>/dev/null || return 1
-  local state
-  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
-  [[ -n "$state" && "$state" != Z* ]]
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mkdir -p "$run_dir"
 for name in writer worker serve; do

@@ -16,13 +16,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-# alive PID: running and not a zombie waiting for its reaper (run-local.sh's children outlive it).
-alive() {
-  kill -0 "$1" 2>/dev/null || return 1
-  local state
-  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
-  [[ -n "$state" && "$state" != Z* ]]
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 for name in serve worker writer; do
   pidfile="$run_dir/$name.pid"

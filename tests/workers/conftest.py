@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from pipeline.embeddings import RetryPolicy
+from tests.embedserver import EmbedServer
 from workers.ledger import InMemoryLedger
 from workers.redis_ledger import RedisLedger
 
@@ -68,3 +70,17 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[object]:
     client: redis.Redis = request.getfixturevalue("redis_client")
     namespace: str = request.getfixturevalue("redis_namespace")
     yield RedisLedger(client, namespace)
+
+
+EMBED_DIM = 16
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbedServer]:
+    """The loopback embeddings server, with quick embed retries (a poisoned input answers 500 at every
+    halving level)."""
+    import workers.embed
+
+    monkeypatch.setattr(workers.embed, "EMBED_RETRY", RetryPolicy(attempts=2, initial_wait=0.01, max_wait=0.02))
+    with EmbedServer(dim=EMBED_DIM) as running:
+        yield running

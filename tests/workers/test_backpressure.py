@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +14,12 @@ import workers.actors
 import workers.backpressure
 import workers.embed
 from config.settings import Settings
-from pipeline.embeddings import RetryPolicy
 from tests.embedserver import EmbedServer
 from tests.workers.helpers import index
 from tests.workers.test_embed import assert_every_chunk_has_its_own_vector, embed_requests, small_files
 from workers.ledger import Ledger
 from workers.run import EmbeddedEngine, RunRequest
 
-DIM = 16
 LIMIT = 256
 BATCH_FILES = 32  # one-chunk files: one ingest message appends at most 32 chunks
 
@@ -59,13 +57,6 @@ class Peaks:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbedServer]:
-    monkeypatch.setattr(workers.embed, "EMBED_RETRY", RetryPolicy(attempts=2, initial_wait=0.01, max_wait=0.02))
-    with EmbedServer(dim=DIM) as running:
-        yield running
 
 
 @pytest.fixture

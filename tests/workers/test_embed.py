@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +15,12 @@ import workers.queues
 from config.errors import EmbeddingUnavailable, VectorIdentityMismatch
 from config.settings import Settings
 from pipeline import db, vectors
-from pipeline.embeddings import RetryPolicy, document_text
+from pipeline.embeddings import document_text
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
+from tests.workers.conftest import EMBED_DIM as DIM  # the `server` fixture's dimension
 from tests.workers.helpers import index
 from workers.run import EmbeddedEngine, RunRequest
-
-DIM = 16
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbedServer]:
-    # Quick retries: a poisoned input answers 500 at every halving level.
-    monkeypatch.setattr(workers.embed, "EMBED_RETRY", RetryPolicy(attempts=2, initial_wait=0.01, max_wait=0.02))
-    with EmbedServer(dim=DIM) as running:
-        yield running
 
 
 @pytest.fixture
