@@ -141,6 +141,32 @@ class Cluster:
             parts.append(f"\n--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
         return "".join(parts)
 
+    def workers_ready(self, pids: list[int], timeout: float = 30) -> dict[int, str]:
+        """The broker ids of the worker processes pids, once every one of them has reported its own."""
+
+        def ready() -> dict[int, str] | None:
+            ids = self.broker_ids("worker")
+            return {pid: ids[pid] for pid in pids} if set(pids) <= set(ids) else None
+
+        return self.wait_for(ready, timeout, "every worker ready")
+
+    def kill_worker_holding(self, queue: str, broker_ids: dict[int, str], timeout: float) -> int:
+        """SIGKILL a worker caught holding unacknowledged messages of queue; return its pid."""
+        client = self.client()
+
+        def holding() -> int | None:
+            for pid, broker_id in broker_ids.items():
+                if client.scard(f"{self.namespace}:__acks__.{broker_id}.{queue}"):
+                    return pid
+            return None
+
+        try:
+            victim = self.wait_for(holding, timeout, f"a worker holding {queue} messages", poll=0.005)
+        finally:
+            client.close()
+        os.kill(victim, signal.SIGKILL)
+        return victim
+
     def wait_for(self, predicate: Any, timeout: float, what: str, poll: float = 0.02) -> Any:
         """Poll predicate until it returns something truthy; AssertionError after timeout."""
         deadline = time.monotonic() + timeout

@@ -123,26 +123,13 @@ def test_a_distributed_run_builds_exactly_the_embedded_store(cluster: Cluster, c
 
 def test_sigkilled_worker_and_writer_lose_nothing(cluster: Cluster, corpus: Path, embedded_store: Path) -> None:
     cluster.start(workers=2, threads=2)
-    client = cluster.client()
     ledger = cluster.ledger()
     before = cluster.worker_children()
     assert len(before) == 2, before
     # A worker dies with messages in hand (fetched, not yet acknowledged): SIGKILL it then.
-    def ready() -> dict[int, str] | None:
-        ids = cluster.broker_ids("worker")
-        return ids if set(before) <= set(ids) else None
-
-    broker_ids = cluster.wait_for(ready, 30, "both workers ready")
+    broker_ids = cluster.workers_ready(before)
     index = cluster.popen("index", str(corpus), "--json")
-
-    def busy_worker() -> int | None:
-        for pid in before:
-            if client.scard(f"{cluster.namespace}:__acks__.{broker_ids[pid]}.ingest"):
-                return pid
-        return None
-
-    victim = cluster.wait_for(busy_worker, 30, "a worker holding ingest messages", poll=0.005)
-    os.kill(victim, signal.SIGKILL)
+    victim = cluster.kill_worker_holding("ingest", broker_ids, 30)
 
     # The writer dies mid-run too (possibly mid-transaction); a new one takes over the store.
     run_id = cluster.wait_for(lambda: (ledger.recent(1) or [None])[0], 10, "the run").run_id
@@ -163,7 +150,6 @@ def test_sigkilled_worker_and_writer_lose_nothing(cluster: Cluster, corpus: Path
     after = cluster.worker_children()
     assert victim not in after and len(after) == 2, "the supervisor replaced the killed worker"
     _assert_same_store(cluster.base, embedded_store)
-    client.close()
 
 
 def test_a_second_writer_is_refused_with_75(cluster: Cluster) -> None:

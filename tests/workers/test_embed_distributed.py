@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,30 +78,16 @@ def test_a_worker_killed_during_embedding_still_converges_with_every_vector(clus
                                                                             server: EmbedServer) -> None:
     server.faults.slow = 0.4  # every request takes a while: a worker is caught holding one
     cluster.start(workers=2, threads=2)
-    client = cluster.client()
     before = cluster.worker_children()
 
-    def ready() -> dict[int, str] | None:
-        ids = cluster.broker_ids("worker")
-        return ids if set(before) <= set(ids) else None
-
-    broker_ids = cluster.wait_for(ready, 30, "both workers ready")
+    broker_ids = cluster.workers_ready(before)
     index = cluster.popen("index", "docs", "--json")
-
-    def embedding_worker() -> int | None:
-        for pid in before:
-            if client.scard(f"{cluster.namespace}:__acks__.{broker_ids[pid]}.embed"):
-                return pid
-        return None
-
-    victim = cluster.wait_for(embedding_worker, 60, "a worker holding an embed message", poll=0.005)
-    os.kill(victim, signal.SIGKILL)
+    cluster.kill_worker_holding("embed", broker_ids, 60)
     out, err = index.communicate(timeout=150)
     assert index.returncode == 0, err + cluster.logs()
     summary = json.loads(out)
     assert summary["failed"] == 0 and summary["added"] + summary["updated"] == FILES
     assert assert_every_chunk_has_its_own_vector(cluster.base) == FILES
-    client.close()
 
 
 def test_a_distributed_vector_run_holds_ingest_at_the_pending_limit(cluster: Cluster, server: EmbedServer) -> None:
