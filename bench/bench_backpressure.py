@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import redis  # noqa: E402
-
 from corpus import generate  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402

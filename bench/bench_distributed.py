@@ -36,7 +36,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import dramatiq  # noqa: E402
 import redis  # noqa: E402
-
 from corpus import generate  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402

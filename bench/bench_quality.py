@@ -38,9 +38,10 @@ import cranfield  # noqa: E402
 from config.loader import settings_from_mapping  # noqa: E402
 from config.settings import Settings  # noqa: E402
 from query.fusion import rrf  # noqa: E402
-from query.lexical import build_query, search_ids  # noqa: E402
+from query.lexical import search_ids  # noqa: E402
 from query.reader import Reader  # noqa: E402
 from query.search import search  # noqa: E402
+from query.terms import build_query  # noqa: E402
 from query.vector import embed_query, knn, knn_exact, knn_quantised, query_identity  # noqa: E402
 from workers.run import EmbeddedEngine, RunRequest  # noqa: E402
 

@@ -57,14 +57,16 @@ sys.path.insert(0, str(BENCH))
 from corpus import generate  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402
-from config.settings import Settings  # noqa: E402
+from config.settings import (
+    EmbeddingsSettings,  # noqa: E402
+    Settings,  # noqa: E402
+)
 from pipeline import db, vector_codes, vectors  # noqa: E402
 from pipeline.embeddings import EmbeddingsClient, document_text  # noqa: E402
 from query import search as search_module  # noqa: E402
+from query import vector as vector_module  # noqa: E402
 from query.enumerate import enumerate_documents  # noqa: E402
 from query.reader import Reader  # noqa: E402
-from config.settings import EmbeddingsSettings  # noqa: E402
-from query import vector as vector_module  # noqa: E402
 from query.vector import KNN_K, PER_PARTITION, knn, knn_exact, knn_quantised  # noqa: E402
 
 CHUNKS_PER_FILE = 13.2

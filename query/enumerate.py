@@ -16,9 +16,9 @@ from typing import Any
 from config.errors import QueryError
 from config.observability import tracer
 from config.settings import Settings
-from query.lexical import TRIGRAM, quote
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import Reader, open_reader
+from query.terms import TRIGRAM, quote
 from query.words import STEMMER, document_count, related_forms
 
 STATUS_OK = "ok"

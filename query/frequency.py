@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.db import OperationalError
+from query.terms import LexicalQuery, quote
 from query.words import STEMMER
 
 COMMON_FRACTION = 0.5
@@ -68,7 +69,7 @@ def common_terms(conn: Any, terms: tuple[str, ...]) -> set[str]:
     return {t for t, n in found.items() if rows and n is not None and n >= rows * COMMON_FRACTION}
 
 
-def without_common(conn: Any, query: Any, limit: int) -> Any:
+def without_common(conn: Any, query: LexicalQuery, limit: int) -> LexicalQuery:
     """query with its common terms left out, when a rarer term alone still fills limit results."""
     if len(query.terms) < 2:
         return query
@@ -77,6 +78,4 @@ def without_common(conn: Any, query: Any, limit: int) -> Any:
     kept = tuple(t for t in query.terms if t not in common)
     if not common or not kept or max((found.get(t) or 0) for t in kept) < limit:
         return query
-    from query.lexical import quote
-
     return replace(query, expression=" OR ".join(quote(t) for t in kept), terms=kept)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from config.errors import QueryError
-from query.lexical import CJK_RUN, quote
+from query.terms import CJK_RUN, quote
 
 FIELDS = {"heading": "heading_path", "body": "body"}
 _OPERATORS = {

@@ -9,7 +9,6 @@ from config.errors import IndexNotBuilt
 from config.settings import Settings
 from pipeline import db, schema
 
-
 # The porter index's vocabulary with document frequencies, for query/frequency.py.
 READER_TEMP_DDL = ("CREATE VIRTUAL TABLE temp.porter_vocab USING fts5vocab(main, chunks_fts, 'row')",)
 

@@ -10,9 +10,10 @@ from config.observability import tracer
 from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity
 from query.fusion import fused_ids
-from query.lexical import FANOUT, build_query, search_ids
+from query.lexical import FANOUT, search_ids
 from query.reader import Hit, Reader, open_reader
 from query.terminal import one_line
+from query.terms import build_query
 from query.tier import tier_line
 from query.vector import KNN_K, embed_query, knn, query_identity
 

@@ -9,7 +9,10 @@ LEXICAL = "tier: lexical (FTS5) - no embeddings configured"
 
 def stored_dimension(settings: Settings) -> int | None:
     """The vector dimension pinned in the store, when there is a store with one (read-only, best effort)."""
-    from pipeline import db, vectors  # the store is only touched when embeddings are configured
+    from pipeline import (  # the store is only touched when embeddings are configured
+        db,
+        vectors,
+    )
 
     if not settings.db_path.is_file():
         return None

@@ -46,7 +46,7 @@ def make_settings(workdir: Path) -> Callable[..., Settings]:
 @pytest.fixture
 def run_cli(workdir: Path, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
     """Run `knowledge ARGS...` in-process; return (exit code, stdout, stderr)."""
-    from query.cli import main
+    from cli import main
 
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()

@@ -1,4 +1,4 @@
-"""The four packages resolve to this repository and the dependency direction of DESIGN.md holds."""
+"""The five packages resolve to this repository and the dependency direction of DESIGN.md holds."""
 
 from __future__ import annotations
 
@@ -12,24 +12,30 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("config", "pipeline", "workers", "query")
+PACKAGES = ("config", "pipeline", "workers", "query", "cli")
 
 # What each package may import, among the project's packages and the adapters' libraries.
+# cli/ is the composition root: it alone may import both workers/ and query/.
 FORBIDDEN = {
-    "config": {"pipeline", "workers", "query", "dramatiq", "click", "mcp"},
-    "pipeline": {"workers", "query", "dramatiq", "click", "mcp", "rich"},
-    "workers": {"query", "click", "mcp"},
-    "query": {"dramatiq"},
+    "config": {"pipeline", "workers", "query", "cli", "dramatiq", "click", "mcp", "rich"},
+    "pipeline": {"workers", "query", "cli", "dramatiq", "click", "mcp", "rich"},
+    "workers": {"query", "cli", "click", "mcp", "rich"},
+    "query": {"workers", "cli", "dramatiq", "click", "rich"},
+    "cli": set(),
 }
-# query reaches workers only to start an index run or a worker process, always lazily.
-QUERY_MAY_IMPORT_WORKERS = {"cli_index.py", "cli_workers.py", "cli_doctor.py"}
 
 
-def test_pyproject_lists_the_four_packages_explicitly() -> None:
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def test_pyproject_lists_the_five_packages_and_their_subpackages_explicitly() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert sorted(data["tool"]["setuptools"]["packages"]) == sorted(PACKAGES)
+    found = {str(p.parent.relative_to(ROOT)).replace("/", ".") for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")}
+    assert sorted(data["tool"]["setuptools"]["packages"]) == sorted(found)
+    assert set(PACKAGES) <= found
     assert data["project"]["name"] == "knowledge-pipeline"
-    assert data["project"]["scripts"]["knowledge"] == "query.cli:main"
+    assert data["project"]["scripts"]["knowledge"] == "cli:main"
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -53,26 +59,22 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_the_dependency_direction_holds(package: str) -> None:
-    for path in sorted((ROOT / package).glob("*.py")):
-        for module, at_top in _imports(path):
+    for path in _modules(package):
+        for module, _ in _imports(path):
             assert module not in FORBIDDEN[package], f"{path.relative_to(ROOT)} imports {module}"
-            if package == "query" and module == "workers":
-                assert path.name in QUERY_MAY_IMPORT_WORKERS and not at_top, (
-                    f"{path.relative_to(ROOT)} imports workers (only index/worker commands may, lazily)"
-                )
 
 
 def test_no_module_is_named_like_a_stdlib_or_dependency_module() -> None:
     taken = set(sys.stdlib_module_names) | {"dramatiq", "redis", "httpx", "yaml", "click", "rich", "mcp",
                                             "structlog", "tenacity", "opentelemetry", "sqlite_vec", "pytest"}
     for package in PACKAGES:
-        for path in (ROOT / package).glob("*.py"):
+        for path in _modules(package):
             assert path.stem not in taken, f"{package}/{path.name} shadows a module"
 
 
 def test_nothing_imports_the_stdlib_sqlite3_outside_the_db_door() -> None:
     for package in PACKAGES:
-        for path in (ROOT / package).glob("*.py"):
+        for path in _modules(package):
             modules = {m for m, _ in _imports(path)}
             assert "sqlite3" not in modules, path
             if path != ROOT / "pipeline" / "db.py":
@@ -81,10 +83,47 @@ def test_nothing_imports_the_stdlib_sqlite3_outside_the_db_door() -> None:
 
 def test_search_and_the_cli_do_not_import_dramatiq_or_redis() -> None:
     code = (
-        "import sys, query.cli, query.search\n"
+        "import sys, cli, query.search, query.serve.mcp_server\n"
         "bad = [m for m in ('dramatiq', 'redis') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def _project_imports(path: Path) -> set[str]:
+    """The project modules a file imports (dotted names), at any depth of the file."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_no_module_imports_run_in_a_circle() -> None:
+    modules = {
+        str(p.relative_to(ROOT).with_suffix("")).replace("/", ".").removesuffix(".__init__"): p
+        for package in PACKAGES for p in _modules(package)
+    }
+    graph = {name: sorted(n for n in _project_imports(path) if n in modules and n != name)
+             for name, path in modules.items()}
+    # A package's __init__ registering its own modules is not a circle back up.
+    graph = {name: [n for n in deps if not (n.startswith(name + "."))] for name, deps in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for dep in graph[name]:
+            if state.get(dep) == 1:
+                raise AssertionError("import circle: " + " -> ".join(trail[trail.index(dep):] + [dep]))
+            if dep not in state:
+                visit(dep, trail + [dep])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from config import settings as settings_module
 from config.errors import ConfigError
 from config.loader import load_settings
-from config import settings as settings_module
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ import pytest
 
 from config.errors import FetchError, FileSkipped
 from pipeline import web
+from pipeline.fingerprint import StoredStat
 from pipeline.models import FileJob
 from pipeline.web import PageUnchanged, ingest_url, url_jobs
-from pipeline.fingerprint import StoredStat
 from tests.webserver import Page, WebSite, web_site  # noqa: F401 - the fixture
 
 GUIDE = """<!doctype html><html><head><title>Team Guide</title><script>track()</script></head>

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from query.enumerate import enumerate_documents
-from query.lexical import FANOUT, HEADING_WEIGHT, build_query, search_ids
+from query.lexical import FANOUT, HEADING_WEIGHT, search_ids
 from query.reader import open_reader
 from query.search import search
+from query.terms import build_query
 from tests.query.stores import DOCS, build_store, store_settings
 
 CHINESE = {

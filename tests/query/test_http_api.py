@@ -14,7 +14,7 @@ import uvicorn
 
 from config.errors import ConfigError
 from config.loader import read_secret
-from query.http_api import Guard, build_app, host_name
+from query.serve.http_api import Guard, build_app, host_name
 from tests.query.stores import DOCS, build_store, free_port, store_settings
 
 TOKEN = "s3cret-token"

@@ -11,9 +11,10 @@ import pytest
 from config.errors import VectorIdentityMismatch
 from config.loader import settings_from_mapping
 from query import fusion
-from query.lexical import build_query, search_ids
+from query.lexical import search_ids
 from query.reader import Reader
 from query.search import search, to_json
+from query.terms import build_query
 from query.vector import embed_query, knn, query_identity
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer

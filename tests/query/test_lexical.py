@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from query.lexical import MAX_TERMS, build_query
 from query.search import search
+from query.terms import MAX_TERMS, build_query
 from tests.conftest import write_tree
 from tests.workers.helpers import index
 

@@ -29,7 +29,7 @@ def knowledge_bin() -> list[str]:
     script = Path(sys.executable).with_name("knowledge")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from query.cli import main; main()"]
+    return [sys.executable, "-c", "from cli import main; main()"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:

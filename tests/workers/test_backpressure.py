@@ -16,7 +16,11 @@ import workers.embed
 from config.settings import Settings
 from tests.embedserver import EmbedServer
 from tests.workers.helpers import index
-from tests.workers.test_embed import assert_every_chunk_has_its_own_vector, embed_requests, small_files
+from tests.workers.test_embed import (
+    assert_every_chunk_has_its_own_vector,
+    embed_requests,
+    small_files,
+)
 from workers.ledger import Ledger
 from workers.run import EmbeddedEngine, RunRequest
 

@@ -22,9 +22,16 @@ import redis
 from bench.corpus import generate, sample_queries
 from config.loader import settings_from_mapping
 from pipeline import db
-from query.lexical import build_query, search_ids
+from query.lexical import search_ids
 from query.search import search
-from tests.workers.cluster import Cluster, clean_env, integrity_problems, knowledge_bin, store_rows
+from query.terms import build_query
+from tests.workers.cluster import (
+    Cluster,
+    clean_env,
+    integrity_problems,
+    knowledge_bin,
+    store_rows,
+)
 from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-
-
-
 V1, V2, V3 = b"\x00\x00\x80?" * 2, b"\x00\x00\x00@" * 2, b"\x00\x00@@" * 2
 
 

@@ -16,7 +16,6 @@ from tests.conftest import write_tree
 from tests.workers.helpers import index
 from workers.middleware import OPTION, message_run_id
 
-
 _EXPORTER = InMemorySpanExporter()
 _INSTALLED: list[bool] = []
 

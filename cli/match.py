@@ -7,10 +7,23 @@ import sys
 
 import click
 
-from config.errors import EXIT_FAILURE, IndexNotBuilt, KnowledgeError, QueryError, UsageError
+from cli.app import Context, cli, echo_json, echo_tier, pass_context, prologue
+from config.errors import (
+    EXIT_FAILURE,
+    IndexNotBuilt,
+    KnowledgeError,
+    QueryError,
+    UsageError,
+)
 from query import words as vocab
-from query.cli import Context, cli, echo_json, echo_tier, pass_context
-from query.enumerate import SORTS, STATUS_OK, STATUS_QUERY_EMPTY, EnumerateResult, enumerate_documents, to_json
+from query.enumerate import (
+    SORTS,
+    STATUS_OK,
+    STATUS_QUERY_EMPTY,
+    EnumerateResult,
+    enumerate_documents,
+    to_json,
+)
 from query.terminal import clean
 from query.tier import tier_line
 
@@ -126,8 +139,7 @@ def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
     A short list shows each word's stem and how many documents hold it as written and in any form
     (what `knowledge match WORD` reports); a long list is plain words, several to a line.
     """
-    settings = obj.settings
-    echo_tier(tier_line(settings), as_json)
+    settings = prologue(obj, as_json)
     result = vocab.list_words(settings, pattern, counts=True if as_json else None)
     if result.status == vocab.STATUS_PATTERN_INVALID:
         raise UsageError(result.note or "invalid pattern")

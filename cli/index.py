@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
+from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_FAILURE, UsageError
-from query.cli import Context, cli, echo_json, echo_tier, pass_context
 from query.terminal import clean
-from query.tier import tier_line
 
 
 class ProgressView:
@@ -38,7 +37,12 @@ class ProgressView:
 
     def _draw_bar(self, summary: Any) -> None:
         if self._bar is None:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TimeElapsedColumn,
+            )
 
             self._bar = Progress("indexing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
             self._bar.start()
@@ -83,8 +87,7 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     from config.observability import configure_logging, configure_tracing
     from workers.run import EmbeddedEngine, RunRequest
 
-    settings = obj.settings
-    echo_tier(tier_line(settings), as_json)
+    settings = prologue(obj, as_json)
     configure_logging("WARNING")
     configure_tracing("knowledge-cli")
     request = RunRequest(paths=paths, reindex=reindex)
@@ -116,8 +119,7 @@ def rm_command(obj: Context, paths: tuple[str, ...]) -> None:
     """Remove documents from the index by their stored path (as `sources` lists them)."""
     from workers.maintenance import remove_documents
 
-    settings = obj.settings
-    echo_tier(tier_line(settings), False)
+    settings = prologue(obj, False)
     removed = remove_documents(settings, list(paths))
     for path in paths:
         click.echo(f"{'removed' if path in removed else 'not indexed'}: {clean(path)}")
@@ -132,8 +134,7 @@ def reset_command(obj: Context, force: bool) -> None:
     """Delete the index (the documents on disk are untouched)."""
     from workers.maintenance import reset_store
 
-    settings = obj.settings
-    echo_tier(tier_line(settings), False)
+    settings = prologue(obj, False)
     if not force:
         raise UsageError(f"this deletes the index at {settings.db_path}; run `knowledge reset --force` to do it")
     deleted = reset_store(settings)

@@ -6,11 +6,10 @@ import sys
 
 import click
 
+from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_FAILURE
-from query.cli import Context, cli, echo_json, echo_tier, pass_context
 from query.doctor import FAIL, failed_fatally, run_checks
 from query.terminal import clean
-from query.tier import tier_line
 
 
 @cli.command("doctor")
@@ -18,8 +17,7 @@ from query.tier import tier_line
 @pass_context
 def doctor_command(obj: Context, as_json: bool) -> None:
     """Check the store, SQLite, the configured paths and the embeddings server."""
-    settings = obj.settings
-    echo_tier(tier_line(settings), as_json)
+    settings = prologue(obj, as_json)
     checks = run_checks(settings)
     fatal = failed_fatally(checks)
     if as_json:

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from cli.app import Context, cli, echo_json, pass_context
 from config.errors import UsageError
 from config.settings import Settings
-from query.cli import Context, cli, echo_json, pass_context
 from query.terminal import clean
 
 
@@ -25,7 +25,7 @@ def require_broker(settings: Settings, command: str) -> None:
 
 def child_argv(obj: Context, threads: int) -> list[str]:
     """The command line of one single-process worker, with this invocation's global options."""
-    argv = [sys.executable, "-c", "from query.cli import main; main()"]
+    argv = [sys.executable, "-c", "from cli.app import main; main()"]
     if obj.config:
         argv += ["--config", obj.config]
     if obj.store_dir:

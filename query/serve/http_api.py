@@ -27,8 +27,8 @@ from config.settings import Settings
 from query import tools
 from query.citations import CitationMapper
 from query.enumerate import enumerate_documents, to_json
-from query.mcp_server import build_server
 from query.reader import open_reader
+from query.serve.mcp_server import build_server
 from query.tier import tier_line
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from cli.app import Context, cli, pass_context
 from config.loader import read_secret
-from query.cli import Context, cli, pass_context
 
 
 @cli.command("mcp")
@@ -13,7 +13,7 @@ from query.cli import Context, cli, pass_context
 def mcp_command(obj: Context) -> None:
     """Serve the allowlisted knowledge tools over MCP on stdin/stdout (logs on stderr)."""
     from config.observability import configure_logging, configure_tracing
-    from query.mcp_server import serve_stdio
+    from query.serve.mcp_server import serve_stdio
 
     configure_logging("WARNING")
     configure_tracing("knowledge-mcp")
@@ -27,7 +27,7 @@ def mcp_command(obj: Context) -> None:
 def serve_command(obj: Context, host: str | None, port: int | None) -> None:
     """Serve MCP over streamable HTTP at /mcp and the JSON API at /v1 on one port."""
     from config.observability import configure_logging, configure_tracing
-    from query.http_api import serve
+    from query.serve.http_api import serve
 
     configure_logging("WARNING")
     configure_tracing("knowledge-serve")

@@ -1,0 +1,97 @@
+"""The `knowledge` click group, its per-invocation Context and the helpers every command shares.
+
+Every command prints the tier line first (stderr with --json, stdout otherwise). Errors from the
+error tree become one line on stderr and the exit code their class carries.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from config.errors import EXIT_FAILURE, IndexNotBuilt, KnowledgeError
+from config.loader import load_settings
+from config.settings import Settings
+from query.reader import Reader, open_reader
+from query.terminal import clean
+from query.tier import tier_line
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Context:
+    """Per-invocation state: the config flags and the settings built from them once."""
+
+    def __init__(self, config: str | None, store_dir: str | None) -> None:
+        self.config = config
+        self.store_dir = store_dir
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Settings from --config/--store-dir, the environment and knowledge.yaml."""
+        if self._settings is None:
+            self._settings = load_settings(self.config, self.store_dir)
+        return self._settings
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+def echo_tier(line: str, as_json: bool) -> None:
+    """Print the tier line: to stderr when stdout carries JSON."""
+    click.echo(line, err=as_json)
+
+
+def echo_json(data: Any) -> None:
+    """Print one JSON document on stdout."""
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def prologue(obj: Context, as_json: bool) -> Settings:
+    """The opening of every store command: settings built once, then the tier line."""
+    settings = obj.settings
+    echo_tier(tier_line(settings), as_json)
+    return settings
+
+
+def require_reader(settings: Settings) -> Reader:
+    """A Reader, or IndexNotBuilt naming the fix."""
+    reader = open_reader(settings)
+    if reader is None:
+        raise IndexNotBuilt(f"no index at {settings.db_path}; run `knowledge index` first")
+    return reader
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config", metavar="FILE", help="knowledge.yaml to read (default: $KNOWLEDGE_CONFIG or ./knowledge.yaml).")
+@click.option("--store-dir", metavar="DIR", help="Base directory of relative stores (default: $KNOWLEDGE_STORE_DIR or the working directory).")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, store_dir: str | None) -> None:
+    """Index a documentation tree into one SQLite file and search it with citations."""
+    ctx.obj = Context(config, store_dir)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI and map errors to exit codes."""
+    try:
+        cli.main(args=argv, prog_name="knowledge", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_FAILURE)
+    except KnowledgeError as exc:
+        click.echo(f"knowledge: error: {clean(str(exc))}", err=True)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(EXIT_FAILURE)
+    sys.exit(0)
+
