@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cli.arguments import hoist_global_options
 from config.errors import EXIT_FAILURE, IndexNotBuilt, KnowledgeError
 from config.loader import load_settings
 from config.settings import Settings
@@ -68,6 +69,7 @@ def require_reader(settings: Settings) -> Reader:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="knowledge-pipeline", prog_name="knowledge", message="%(prog)s %(version)s")
 @click.option("--config", "config", metavar="FILE", help="knowledge.yaml to read (default: $KNOWLEDGE_CONFIG or ./knowledge.yaml).")
 @click.option("--store-dir", metavar="DIR", help="Base directory of relative stores (default: $KNOWLEDGE_STORE_DIR or the working directory).")
 @click.pass_context
@@ -78,8 +80,9 @@ def cli(ctx: click.Context, config: str | None, store_dir: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes."""
+    args = hoist_global_options(sys.argv[1:] if argv is None else argv, list(cli.commands))
     try:
-        cli.main(args=argv, prog_name="knowledge", standalone_mode=False)
+        cli.main(args=args, prog_name="knowledge", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

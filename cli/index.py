@@ -66,7 +66,7 @@ def print_summary(summary: Any, as_json: bool) -> None:
         return
     click.echo(
         f"indexed: added={data['added']} updated={data['updated']} unchanged={data['unchanged']} "
-        f"removed={data['removed']} failed={data['failed']} ({data['files']} files, {data['chunks']} chunks)"
+        f"removed={data['removed']} failed={data['failed']}; store: {data['files']} files, {data['chunks']} chunks"
     )
     for item in data["skipped"]:
         click.echo(f"  skipped: {clean(item['path'])}: {clean(item['reason'])}")

@@ -8,6 +8,7 @@ import sys
 import click
 
 from cli.app import Context, cli, echo_json, echo_tier, pass_context, prologue
+from cli.arguments import QueryCommand, query_text
 from config.errors import (
     EXIT_FAILURE,
     IndexNotBuilt,
@@ -18,6 +19,7 @@ from config.errors import (
 from query import words as vocab
 from query.enumerate import (
     SORTS,
+    STATUS_NOT_BUILT,
     STATUS_OK,
     STATUS_QUERY_EMPTY,
     EnumerateResult,
@@ -52,8 +54,8 @@ def _text(value: str) -> object:
     return Text(clean(value))
 
 
-@click.command("match")
-@click.argument("query")
+@click.command("match", cls=QueryCommand)
+@click.argument("words", nargs=-1, required=True, metavar="QUERY...")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
 @click.option("--all", "show_all", is_flag=True, help="List every matching document.")
 @click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
@@ -63,7 +65,7 @@ def _text(value: str) -> object:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def match_command(
-    obj: Context, query: str, limit: int | None, show_all: bool, sort: str, paths_only: bool,
+    obj: Context, words: tuple[str, ...], limit: int | None, show_all: bool, sort: str, paths_only: bool,
     count_only: bool, exit_code: bool, as_json: bool,
 ) -> None:
     """List every document containing all the words of QUERY, completely and unranked.
@@ -73,6 +75,7 @@ def match_command(
     """
     from query.citations import CitationMapper
 
+    query = query_text(words)
     settings = obj.settings
     machine = as_json or paths_only or count_only
     echo_tier(tier_line(settings), machine)
@@ -84,12 +87,16 @@ def match_command(
     mapper = CitationMapper.from_settings(settings)
     if as_json:
         echo_json(to_json(result, mapper.cite_chunk))
+        if result.status == STATUS_NOT_BUILT:
+            raise IndexNotBuilt(result.note)
     elif paths_only or count_only:
         _refuse_unanswered(result)
         if count_only:
             click.echo(str(result.matched))
         for doc in result.documents:
             click.echo(clean(doc.path))
+    elif result.status == STATUS_NOT_BUILT:
+        raise IndexNotBuilt(result.note)
     else:
         _render(result, mapper)
     if exit_code and result.matched == 0:
@@ -144,9 +151,10 @@ def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
     if result.status == vocab.STATUS_PATTERN_INVALID:
         raise UsageError(result.note or "invalid pattern")
     if as_json:
-        if result.status == vocab.STATUS_NOT_BUILT:
-            raise IndexNotBuilt(result.note or vocab.NOTE_NOT_BUILT)
         echo_json(result.to_json())
+    if result.status == vocab.STATUS_NOT_BUILT:
+        raise IndexNotBuilt(result.note or vocab.NOTE_NOT_BUILT)
+    if as_json:
         return
     if result.status != vocab.STATUS_OK or not result.words:
         click.echo(f"note: {clean(result.note or '')}")

@@ -15,21 +15,23 @@ from cli.app import (
     prologue,
     require_reader,
 )
-from config.errors import KnowledgeError
+from cli.arguments import QueryCommand, query_text
+from config.errors import IndexNotBuilt, KnowledgeError
 from query.reader import parse_ref
-from query.search import search, to_json
+from query.search import STATUS_NOT_BUILT, search, to_json
 from query.terminal import clean, one_line
 from query.tier import tier_line
 
 
-@cli.command("search")
-@click.argument("query")
+@cli.command("search", cls=QueryCommand)
+@click.argument("words", nargs=-1, required=True, metavar="QUERY...")
 @click.option("--top-k", type=click.IntRange(1, 20), default=None, help="Results to return (default top_k, max 20).")
 @click.option("--full", is_flag=True, help="Print whole sections instead of previews.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
-def search_command(obj: Context, query: str, top_k: int | None, full: bool, as_json: bool) -> None:
-    """Rank the sections that best answer QUERY."""
+def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full: bool, as_json: bool) -> None:
+    """Rank the sections that best answer QUERY (its words need no quotes)."""
+    query = query_text(words)
     settings = obj.settings
     response = search(settings, query, top_k)
     echo_tier(response.tier, as_json)
@@ -43,9 +45,12 @@ def search_command(obj: Context, query: str, top_k: int | None, full: bool, as_j
             if mapping:
                 result["mapped"] = mapping
         echo_json(data)
-        return
-    if response.note:
+    elif response.note and response.status != STATUS_NOT_BUILT:
         click.echo(f"note: {clean(response.note)}")
+    if response.status == STATUS_NOT_BUILT:
+        raise IndexNotBuilt(response.note or "no index")
+    if as_json:
+        return
     if not response.hits:
         if response.status == "ok":
             click.echo(f"no results for {one_line(query, 60)!r}")
@@ -68,11 +73,12 @@ def render_hits(hits: list[Any], full: bool, mapped: list[str | None] | None = N
             click.echo(f"        Chunk: {one_line(hit.content)}")
 
 
-@cli.command("show")
-@click.argument("citation")
+@cli.command("show", cls=QueryCommand)
+@click.argument("words", nargs=-1, required=True, metavar="CITATION")
 @pass_context
-def show_command(obj: Context, citation: str) -> None:
+def show_command(obj: Context, words: tuple[str, ...]) -> None:
     """Print the section a citation token (`<path>#<ordinal>`) names."""
+    citation = query_text(words)
     settings = prologue(obj, False)
     ref = parse_ref(citation)
     if ref is None:

@@ -87,9 +87,9 @@ def test_words_json_and_its_errors(built, tmp_path: Path, run_cli) -> None:
     assert code == 0 and err.startswith("tier:")
     assert data["words"] == [{"word": "retention", "stem": "retent", "as_written": 3, "any_form": 3}]
     code, out, err = run_cli("--store-dir", str(tmp_path / "none"), "words", "--json")
-    assert code != 0 and out == "" and "knowledge index" in err
-    code, out, _ = run_cli("--store-dir", str(tmp_path / "none"), "words")
-    assert code == 0 and "knowledge index" in out
+    assert code == 1 and json.loads(out)["status"] == "index_not_built" and "knowledge index" in err
+    code, out, err = run_cli("--store-dir", str(tmp_path / "none"), "words")
+    assert code == 1 and "knowledge index" in err
     code, _, err = run_cli("--store-dir", str(built.store_base), "words", "([")
     assert code == 2 and "not a regular expression" in err
 

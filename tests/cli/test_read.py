@@ -24,7 +24,7 @@ def test_index_prints_the_tier_line_then_the_summary_and_skips(workdir: Path, ru
     lines = out.splitlines()
     assert code == 0
     assert lines[0] == TIER
-    assert "indexed: added=2 updated=0 unchanged=0 removed=0 failed=0 (2 files, 3 chunks)" in lines
+    assert "indexed: added=2 updated=0 unchanged=0 removed=0 failed=0; store: 2 files, 3 chunks" in lines
     assert any(line.startswith("  skipped: docs/bad.md: binary") for line in lines)
 
 
@@ -71,9 +71,13 @@ def test_an_empty_result_is_a_success(workdir: Path, run_cli) -> None:
     assert code == 0 and "no results" in out
 
 
-def test_search_before_any_index_reports_index_not_built(workdir: Path, run_cli) -> None:
-    code, out, _ = run_cli("search", "x y", "--json")
-    assert code == 0 and json.loads(out)["status"] == "index_not_built"
+def test_every_read_command_before_any_index_exits_1_naming_the_fix(workdir: Path, run_cli) -> None:
+    code, out, err = run_cli("search", "x y", "--json")
+    assert code == 1 and json.loads(out)["status"] == "index_not_built" and "knowledge index" in err
+    for args in (["search", "x"], ["match", "x"], ["match", "x", "--count"], ["words"], ["sources"],
+                 ["stats"], ["show", "a.md#1"]):
+        code, out, err = run_cli(*args)
+        assert code == 1 and "knowledge index" in err and "Traceback" not in err, args
 
 
 def test_show_of_an_unknown_citation_fails_and_a_malformed_one_is_a_usage_error(workdir: Path, run_cli) -> None:
@@ -126,3 +130,36 @@ def test_search_shows_the_mapped_citation_under_the_raw_token(workdir: Path, run
     data = json.loads(run_cli("search", "fox", "--json")[1])
     assert data["results"][0]["citation"] == "docs/a.md#0"
     assert data["results"][0]["mapped"] == "https://docs.example.net/a/#alpha"
+
+
+def test_a_query_takes_its_words_unquoted_and_a_dash_word_once_it_has_started(workdir: Path, run_cli) -> None:
+    write_tree(workdir, {"docs/a.md": "# API\n\nthe api is deprecated\n\n## CORS\n\nallow_origins list\n",
+                         "docs/b.md": "# Other\n\napi current\n"})
+    assert run_cli("index", "docs")[0] == 0
+    code, out, _ = run_cli("search", "api", "current", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["citation"] == "docs/b.md#0"
+    code, out, _ = run_cli("match", "api", "-deprecated", "--paths-only")
+    assert code == 0 and out.split() == ["docs/b.md"]
+    code, out, _ = run_cli("match", "heading:cors", "body:allow_origins", "--paths-only")
+    assert code == 0 and out.split() == ["docs/a.md"]
+    code, out, _ = run_cli("match", "--paths-only", "--", "-deprecated", "api")
+    assert code == 0 and out.split() == ["docs/b.md"]
+
+
+def test_a_query_that_starts_with_a_dash_gets_a_hint_naming_the_double_dash(workdir: Path, run_cli) -> None:
+    code, _, err = run_cli("search", "-deprecated")
+    assert code == 2 and "knowledge search -- -deprecated" in err
+
+
+def test_global_options_are_accepted_after_the_sub_command(workdir: Path, run_cli) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nalpha words\n"})
+    store = workdir / "elsewhere"
+    assert run_cli("index", "docs", "--store-dir", str(store))[0] == 0
+    assert (store / "knowledge" / "default" / "knowledge.db").exists()
+    code, out, _ = run_cli("search", "alpha", "--store-dir", str(store), "--json")
+    assert code == 0 and json.loads(out)["results"][0]["citation"] == "docs/a.md#0"
+
+
+def test_version_names_the_program(run_cli) -> None:
+    code, out, _ = run_cli("--version")
+    assert code == 0 and out.startswith("knowledge ")

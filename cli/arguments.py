@@ -1,0 +1,106 @@
+"""Command-line shaping click does not do itself: query words, `-word` exclusions, global options anywhere.
+
+- A command whose last argument is a free-text QUERY takes its words unquoted (`knowledge search
+  background tasks`), and once the query has started a `-word` is a word of the query (an
+  exclusion), not an option: `knowledge match api -deprecated` works as written. Known long
+  options (`--json`) stay options wherever they appear; `--` still ends the options.
+- The global options (`--config`, `--store-dir`) are accepted after the sub-command too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+GLOBAL_OPTIONS = ("--config", "--store-dir")
+
+
+class QueryCommand(click.Command):
+    """A command whose variadic QUERY argument swallows `-word` tokens once the query has begun."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            options, words = split_query(args, self._value_options(ctx), self._flag_options(ctx))
+        except LeadingDash as exc:
+            raise click.UsageError(
+                f"No such option {exc.token!r}. To look up a word starting with '-', put `--` before it: "
+                f"{ctx.command_path} -- {exc.token}", ctx) from None
+        return super().parse_args(ctx, options + (["--"] + words if words else []))
+
+    def _value_options(self, ctx: click.Context) -> set[str]:
+        return {name for p in self.get_params(ctx) if isinstance(p, click.Option) and not p.is_flag
+                for name in p.opts + p.secondary_opts}
+
+    def _flag_options(self, ctx: click.Context) -> set[str]:
+        return {name for p in self.get_params(ctx) if isinstance(p, click.Option) and p.is_flag
+                for name in p.opts + p.secondary_opts}
+
+
+class LeadingDash(Exception):
+    """A query's first word starts with '-' and names no option."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.token = token
+
+
+def split_query(args: Sequence[str], value_options: set[str], flag_options: set[str]) -> tuple[list[str], list[str]]:
+    """(option tokens, query words) of args: after the first word, an unknown `-x` token is a word.
+
+    LeadingDash when an unknown `-x` comes before any word (it would read as an option).
+    """
+    options: list[str] = []
+    words: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            words += list(args[i + 1 :])
+            break
+        name = token.split("=", 1)[0]
+        if name in value_options:
+            options.append(token)
+            if "=" not in token and i + 1 < len(args):
+                options.append(args[i + 1])
+                i += 1
+        elif name in flag_options or token.startswith("--") or token == "-h":
+            options.append(token)  # long options are options wherever they appear; click names unknown ones
+        elif token.startswith("-") and len(token) > 1 and not words:
+            raise LeadingDash(token)
+        else:
+            words.append(token)
+        i += 1
+    return options, words
+
+
+def hoist_global_options(argv: Sequence[str], commands: Sequence[str]) -> list[str]:
+    """argv with `--config X` / `--store-dir X` found after the sub-command moved in front of it."""
+    args = list(argv)
+    position = next((i for i, a in enumerate(args) if a in commands), None)
+    if position is None:
+        return args
+    head, tail = args[:position], args[position:]
+    moved: list[str] = []
+    kept: list[str] = []
+    i = 0
+    while i < len(tail):
+        token = tail[i]
+        if token == "--":
+            kept += tail[i:]
+            break
+        name = token.split("=", 1)[0]
+        if name in GLOBAL_OPTIONS:
+            moved.append(token)
+            if "=" not in token and i + 1 < len(tail):
+                moved.append(tail[i + 1])
+                i += 1
+        else:
+            kept.append(token)
+        i += 1
+    return head + moved + kept
+
+
+def query_text(words: tuple[str, ...]) -> str:
+    """The words of a QUERY argument as one string."""
+    return " ".join(words)
