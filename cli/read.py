@@ -77,20 +77,20 @@ def render_hits(hits: list[Any], full: bool, mapped: list[str | None] | None = N
 @click.argument("words", nargs=-1, required=True, metavar="CITATION")
 @pass_context
 def show_command(obj: Context, words: tuple[str, ...]) -> None:
-    """Print the section a citation token (`<path>#<ordinal>`) names."""
+    """Print the section a citation token (`<path>#<ordinal>`) names, or every section of a document PATH."""
     citation = query_text(words)
     settings = prologue(obj, False)
     ref = parse_ref(citation)
-    if ref is None:
-        raise click.UsageError(f"{citation!r} is not a citation; expected <path>#<ordinal> as search prints it")
     with require_reader(settings) as reader:
-        hit = reader.chunk(*ref)
-    if hit is None:
-        raise KnowledgeError(f"no section {citation} in the index; `knowledge sources` lists the documents")
-    click.echo(f"\n  {clean(hit.ref)}\n")
-    if hit.section:
-        click.echo(f"Section: {clean(hit.section)}\n")
-    click.echo(clean(hit.content))
+        hit = reader.chunk(*ref) if ref else None
+        hits = [hit] if hit else reader.document(citation)
+    if not hits:
+        raise KnowledgeError(f"no section or document {citation} in the index; `knowledge sources` lists the documents")
+    for hit in hits:
+        click.echo(f"\n  {clean(hit.ref)}\n")
+        if hit.section:
+            click.echo(f"Section: {clean(hit.section)}\n")
+        click.echo(clean(hit.content))
 
 
 @cli.command("sources")

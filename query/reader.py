@@ -86,6 +86,15 @@ class Reader:
         ).fetchone()
         return Hit(*row) if row else None
 
+    def document(self, path: str) -> list[Hit]:
+        """Every chunk of the document stored at path, in order (empty when there is none)."""
+        rows = self.conn.execute(
+            "SELECT c.id, d.path, c.ordinal, c.heading_path, c.body FROM chunks c"
+            " JOIN documents d ON d.id = c.document_id WHERE d.path = ? ORDER BY c.ordinal",
+            (path,),
+        ).fetchall()
+        return [Hit(*row) for row in rows]
+
     def sources(self) -> list[dict[str, Any]]:
         """Every document with its chunk count and time of indexing, by path."""
         rows = self.conn.execute(

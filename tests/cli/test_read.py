@@ -80,11 +80,20 @@ def test_every_read_command_before_any_index_exits_1_naming_the_fix(workdir: Pat
         assert code == 1 and "knowledge index" in err and "Traceback" not in err, args
 
 
-def test_show_of_an_unknown_citation_fails_and_a_malformed_one_is_a_usage_error(workdir: Path, run_cli) -> None:
+def test_show_of_an_unknown_citation_or_document_fails(workdir: Path, run_cli) -> None:
     write_tree(workdir, DOCS)
     run_cli("index", "docs")
     assert run_cli("show", "docs/a.md#99")[0] == 1
-    assert run_cli("show", "docs/a.md")[0] == 2
+    code, _, err = run_cli("show", "docs/zzz.md")
+    assert code == 1 and "knowledge sources" in err
+
+
+def test_show_of_a_document_path_prints_every_section_with_its_citation(workdir: Path, run_cli) -> None:
+    write_tree(workdir, {"docs/a.md": "# One\n\nfirst part\n\n## Two\n\nsecond part\n"})
+    run_cli("index", "docs")
+    code, out, _ = run_cli("show", "docs/a.md")
+    assert code == 0
+    assert out.index("docs/a.md#0") < out.index("first part") < out.index("docs/a.md#1") < out.index("second part")
 
 
 def test_sources_stats_rm_and_reset(workdir: Path, run_cli) -> None:
