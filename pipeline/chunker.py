@@ -4,7 +4,8 @@ Rules (the fisk reference, with its two bugs fixed): CRLF is normalised; an ATX 
 followed by a space or the end of the line) flushes the section and updates the breadcrumb stack,
 joined by " > "; a fenced code block is collected whole and never split; paragraphs are packed
 toward TARGET bytes; a paragraph over HARD_LIMIT bytes is hard-split near TARGET bytes, never
-through a multi-byte character. The document title is the first heading.
+through a multi-byte character. The document title is the first heading. A document of headings
+only becomes one section holding its headings, so it can still be found.
 """
 
 from __future__ import annotations
@@ -47,12 +48,11 @@ def cjk_runs(text: str) -> str:
 
 
 def parse_heading(line: str) -> tuple[int, str] | None:
-    """(level, text) when line is an ATX heading, else None (`#include` is text)."""
+    """(level, text) when line is an ATX heading, else None (`#include` and a bare `#` are text)."""
     match = _HEADING.match(line)
-    if match is None:
+    if match is None or match.group(2) is None:
         return None
-    text = match.group(2) or ""
-    text = _CLOSING_HASHES.sub("", text).strip() if text else ""
+    text = _CLOSING_HASHES.sub("", match.group(2)).strip()
     return len(match.group(1)), text
 
 
@@ -127,6 +127,7 @@ def chunk_text(text: str) -> ChunkedText:
     """Chunk a document's text into sections under the rules in the module docstring."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     stack: list[tuple[int, str]] = []
+    headings: list[str] = []
     title: str | None = None
     pieces: list[tuple[str, str]] = []
     current: list[str] = []
@@ -148,6 +149,8 @@ def chunk_text(text: str) -> ChunkedText:
             level, heading = value  # type: ignore[misc]
             if title is None and heading:
                 title = heading
+            if heading:
+                headings.append(heading)
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, heading))
@@ -161,6 +164,8 @@ def chunk_text(text: str) -> ChunkedText:
             current.append(part)
             size += width + (2 if size else 0)
     flush()
+    if not pieces and headings:  # a title-only or headings-only page is still findable by its headings
+        pieces.append((title or "", "\n".join(headings)))
     chunks = [
         Chunk(ordinal=i, heading_path=crumb, body=body, text_hash=text_hash(crumb, body), cjk=cjk_runs(f"{crumb}\n{body}"))
         for i, (crumb, body) in enumerate(pieces)

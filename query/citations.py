@@ -34,8 +34,8 @@ def _kept(char: str) -> bool:
 
 
 def slug(heading: str) -> str:
-    """The github-slugger slug of a heading: lowercased, punctuation/symbols deleted, spaces to `-`."""
-    return "".join(c for c in heading.lower() if _kept(c)).replace(" ", "-")
+    """The github-slugger slug of a heading (lowercased, punctuation/symbols deleted, spaces to `-`), trimmed of `-`."""
+    return "".join(c for c in heading.lower() if _kept(c)).replace(" ", "-").strip("-")
 
 
 def own_heading(breadcrumb: str | None) -> str:

@@ -108,7 +108,11 @@ _line = st.one_of(
 def test_chunk_bodies_reassemble_the_text(parts: list[str]) -> None:
     text = "\n".join(parts)
     chunks = chunk_text(text).chunks
-    assert _ws.sub("", "".join(c.body for c in chunks)) == _content_without_headings(text)
+    content = _content_without_headings(text)
+    if content:
+        assert _ws.sub("", "".join(c.body for c in chunks)) == content
+    else:  # headings only: at most one section, holding the headings
+        assert len(chunks) <= 1
     for chunk in chunks:
         assert chunk.body.strip() != ""
         assert len(chunk.body.encode()) <= HARD_LIMIT or len(chunk.body) == 1
@@ -122,3 +126,14 @@ def test_fences_never_lose_text(parts: list[str]) -> None:
     rebuilt = _ws.sub("", "".join(c.body for c in chunks))
     # Every non-heading character lands in a body; `#` lines inside a fence stay body text too.
     assert len(_content_without_headings(text)) <= len(rebuilt) <= len(_ws.sub("", text))
+
+
+def test_a_headings_only_page_becomes_one_section_of_its_headings() -> None:
+    chunked = chunk_text("# Release notes\n\n## Version 2\n\n### Fixes\n")
+    assert chunked.title == "Release notes"
+    assert [(c.heading_path, c.body) for c in chunked.chunks] == [("Release notes", "Release notes\nVersion 2\nFixes")]
+
+
+def test_a_bare_hash_line_is_text_not_a_heading() -> None:
+    chunked = chunk_text("# Title\n\nbefore\n#\nafter\n")
+    assert [c.body for c in chunked.chunks] == ["before\n#\nafter"]
