@@ -76,6 +76,7 @@ def match_command(
     from query.citations import CitationMapper
 
     query = query_text(words)
+    _refuse_contradictions(limit, show_all, paths_only, count_only)
     settings = obj.settings
     machine = as_json or paths_only or count_only
     echo_tier(tier_line(settings), machine)
@@ -101,6 +102,16 @@ def match_command(
         _render(result, mapper)
     if exit_code and result.matched == 0:
         sys.exit(EXIT_FAILURE)
+
+
+def _refuse_contradictions(limit: int | None, show_all: bool, paths_only: bool, count_only: bool) -> None:
+    """UsageError for flags that ask for two different answers."""
+    if show_all and limit is not None:
+        raise UsageError("--all and --limit contradict each other: --all lists every document, --limit caps the list")
+    if count_only and paths_only:
+        raise UsageError("--count and --paths-only contradict each other: --count prints one number, --paths-only the paths")
+    if count_only and (limit is not None or show_all):
+        raise UsageError("--count prints the number of every matching document; drop --limit/--all")
 
 
 def _refuse_unanswered(result: EnumerateResult) -> None:

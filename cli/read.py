@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import click
@@ -53,7 +54,8 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
         return
     if not response.hits:
         if response.status == "ok":
-            click.echo(f"no results for {one_line(query, 60)!r}")
+            click.echo(f"no results for {one_line(query, 60)!r}; `knowledge match {shlex.quote(query)}` lists "
+                       "every document holding all of its words")
         return
     render_hits(response.hits, full, mapped)
 

@@ -172,3 +172,13 @@ def test_global_options_are_accepted_after_the_sub_command(workdir: Path, run_cl
 def test_version_names_the_program(run_cli) -> None:
     code, out, _ = run_cli("--version")
     assert code == 0 and out.startswith("knowledge ")
+
+
+def test_contradictory_match_flags_are_usage_errors_and_an_empty_search_suggests_match(workdir: Path, run_cli) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nalpha words\n"})
+    assert run_cli("index", "docs")[0] == 0
+    for flags in (["--all", "--limit", "3"], ["--count", "--paths-only"], ["--count", "--limit", "2"]):
+        code, _, err = run_cli("match", "alpha", *flags)
+        assert code == 2 and "contradict" in err or "drop --limit" in err, flags
+    code, out, _ = run_cli("search", "zzzz", "qqqq")
+    assert code == 0 and "knowledge match 'zzzz qqqq'" in out
