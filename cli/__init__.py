@@ -1,12 +1,23 @@
 """The `knowledge` command, the composition root: the only package that imports both workers/ and query/.
 
-`cli.app` defines the click group and the helpers commands share; importing this package registers
-every command module on it, in one direction (no command module is imported by `cli.app`).
+`cli.app` defines the click group and the helpers commands share; this package names the module
+that registers each command, and the group imports a module only when its command runs (or when
+`--help` lists them all), so `knowledge search` never pays for the index, serve or worker code.
 """
 
 from __future__ import annotations
 
-from cli import deployment, doctor, index, match, read, serve  # noqa: F401  (registers the commands)
 from cli.app import cli, main
 
-__all__ = ["cli", "main"]
+# command name -> the module whose import registers it on `cli`
+COMMANDS = {
+    "search": "cli.read", "show": "cli.read", "sources": "cli.read", "stats": "cli.read",
+    "index": "cli.index", "rm": "cli.index", "reset": "cli.index",
+    "worker": "cli.deployment", "writer": "cli.deployment", "runs": "cli.deployment",
+    "match": "cli.match", "enumerate": "cli.match", "which": "cli.match", "words": "cli.match",
+    "doctor": "cli.doctor",
+    "mcp": "cli.serve", "serve": "cli.serve",
+}
+cli.lazy_commands.update(COMMANDS)
+
+__all__ = ["COMMANDS", "cli", "main"]

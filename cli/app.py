@@ -6,6 +6,7 @@ error tree become one line on stderr and the exit code their class carries.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -68,7 +69,23 @@ def require_reader(settings: Settings) -> Reader:
     return reader
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group that imports a command's module the first time the command is asked for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands: dict[str, str] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(self.lazy_commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            importlib.import_module(self.lazy_commands[cmd_name])
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="knowledge-pipeline", prog_name="knowledge", message="%(prog)s %(version)s")
 @click.option("--config", "config", metavar="FILE", help="knowledge.yaml to read (default: $KNOWLEDGE_CONFIG or ./knowledge.yaml).")
 @click.option("--store-dir", metavar="DIR", help="Base directory of relative stores (default: $KNOWLEDGE_STORE_DIR or the working directory).")
@@ -80,7 +97,7 @@ def cli(ctx: click.Context, config: str | None, store_dir: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes."""
-    args = hoist_global_options(sys.argv[1:] if argv is None else argv, list(cli.commands))
+    args = hoist_global_options(sys.argv[1:] if argv is None else argv, sorted(set(cli.commands) | set(cli.lazy_commands)))
     try:
         cli.main(args=args, prog_name="knowledge", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -18,8 +18,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import structlog
-
 ENV_LOG_LEVEL = "KNOWLEDGE_LOG_LEVEL"
 ENV_TRACE_FILE = "KNOWLEDGE_TRACE_FILE"
 TRACER_NAME = "knowledge"
@@ -56,6 +54,8 @@ def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = N
         if _logging_done:
             return
         _logging_done = True
+        import structlog  # here, not at the top: read commands that never log do not pay for it
+
         name = (env.get(ENV_LOG_LEVEL) or level).upper()
         numeric = logging.getLevelName(name)
         if not isinstance(numeric, int):
@@ -92,6 +92,8 @@ def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = N
 
 def get_logger(name: str) -> Any:
     """A structlog logger carrying the per-message context."""
+    import structlog
+
     return structlog.get_logger(name)
 
 

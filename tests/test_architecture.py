@@ -127,3 +127,4 @@ def test_no_module_imports_run_in_a_circle() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
