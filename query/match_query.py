@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from config.errors import QueryError
-from query.terms import CJK_RUN, quote
+from query.terms import CJK_RUN, MAX_TERMS, quote
 
 FIELDS = {"heading": "heading_path", "body": "body"}
 _OPERATORS = {
@@ -86,10 +86,8 @@ def parse(text: str) -> ParsedQuery:
                 raise QueryError(f"`{name}:` needs a term right after it, as {name}:word or {name}:\"a phrase\"")
             scope = name.lower()
         if text[i] == '"':
-            close = text.find('"', i + 1)
-            if close < 0:
-                raise QueryError('unbalanced quote: close the phrase with a second `"`, as "retention policy"')
-            body, phrase, i = text[i + 1 : close], True, close + 1
+            body, i = _phrase(text, i)
+            phrase = True
         else:
             end = i
             while end < n and not text[end].isspace() and text[end] != '"':
@@ -102,9 +100,28 @@ def parse(text: str) -> ParsedQuery:
                 "as the prefix grows; list the words with `knowledge words '^prefix'` and match them"
             )
         raw.append(Term(body, phrase, scope, negated))
+    if len(raw) > MAX_TERMS:
+        raise QueryError(f"a match query takes at most {MAX_TERMS} terms ({len(raw)} given): match the rarest words, "
+                         "or run one match per group of words")
     if raw and all(t.negated for t in raw):
         raise QueryError("a query of only exclusions has nothing to subtract from: add a word to match, as `api -deprecated`")
     return _split_and_drop(raw)
+
+
+def _phrase(text: str, start: int) -> tuple[str, int]:
+    """(body, index after the closing quote) of the phrase opening at start; `""` inside is one quote."""
+    body: list[str] = []
+    i = start + 1
+    while True:
+        close = text.find('"', i)
+        if close < 0:
+            raise QueryError('unbalanced quote: close the phrase with a second `"`, as "retention policy"')
+        body.append(text[i:close])
+        if text.startswith('""', close):
+            body.append('"')
+            i = close + 2
+            continue
+        return "".join(body), close + 1
 
 
 def _reject_operator(word: str) -> None:

@@ -178,3 +178,10 @@ def test_match_output_strips_terminal_control_sequences(tmp_path: Path, run_cli)
     settings = build_store(store_settings(tmp_path), {"d/\x1b[31mred.md": "# \x1b]0;title\x07Evil\n\nmarker text\n"})
     code, out, _ = run_cli("--store-dir", str(settings.store_base), "match", "marker", "--paths-only")
     assert code == 0 and "\x1b" not in out and "d/red.md" in out
+
+
+def test_a_doubled_quote_inside_a_phrase_is_one_quote_and_forty_terms_is_the_cap() -> None:
+    assert [t.text for t in parse('"say ""hello"" now" other').terms] == ['say "hello" now', "other"]
+    assert len(parse(" ".join(f"word{i}" for i in range(40))).terms) == 40
+    with pytest.raises(QueryError, match="at most 40 terms"):
+        parse(" ".join(f"word{i}" for i in range(41)))
