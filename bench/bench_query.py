@@ -61,7 +61,7 @@ from config.settings import (
     EmbeddingsSettings,  # noqa: E402
     Settings,  # noqa: E402
 )
-from pipeline import db, vector_codes, vectors  # noqa: E402
+from pipeline import db, schema, vector_codes, vectors  # noqa: E402
 from pipeline.embeddings import EmbeddingsClient, document_text  # noqa: E402
 from query import search as search_module  # noqa: E402
 from query import vector as vector_module  # noqa: E402
@@ -146,9 +146,9 @@ def add_vectors(db_path: Path, seed: int, embed_url: str | None = None) -> None:
     """Give every chunk a vector (seeded random, or embedded by the server) and build the companions."""
     conn = db.open_writer(db_path)
     try:
-        meta = dict(conn.execute("SELECT key, value FROM meta"))
-        if vectors.has_table(conn) and vector_codes.ready(conn) and (embed_url is not None) == (meta.get("model") != MODEL):
-            have = conn.execute(f"SELECT count(*) FROM {vectors.TABLE}").fetchone()[0]
+        meta = schema.read_meta(conn)
+        if vectors.has_table(conn) and vector_codes.ready(conn) and (embed_url is not None) == (meta.get(schema.MODEL_KEY) != MODEL):
+            have = conn.execute(f"SELECT count(*) FROM {schema.VECTORS}").fetchone()[0]
             if have == conn.execute("SELECT count(*) FROM chunks").fetchone()[0]:
                 return
         rows = conn.execute("SELECT id, heading_path, body FROM chunks ORDER BY id").fetchall()
@@ -160,10 +160,10 @@ def add_vectors(db_path: Path, seed: int, embed_url: str | None = None) -> None:
         started = time.perf_counter()
         conn.execute("BEGIN IMMEDIATE")
         if vectors.has_table(conn):
-            conn.execute(f"DELETE FROM {vectors.TABLE}")
-        vector_codes.drop(conn)
+            conn.execute(f"DELETE FROM {schema.VECTORS}")
+        schema.drop_vector_codes(conn)
         vectors.install(conn, vectors.VectorIdentity(model=model, dimension=DIMENSION))  # companions empty
-        conn.executemany(f"INSERT INTO {vectors.TABLE}(chunk_id, embedding) VALUES (?, ?)",
+        conn.executemany(f"INSERT INTO {schema.VECTORS}(chunk_id, embedding) VALUES (?, ?)",
                          ((cid, vectors.to_blob(v)) for cid, v in zip(ids, vecs)))
         vector_codes.install(conn, DIMENSION)
         conn.execute("COMMIT")

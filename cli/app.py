@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 import click
 
 from cli.arguments import hoist_global_options
-from config.errors import EXIT_FAILURE, IndexNotBuilt, KnowledgeError
+from config.errors import EXIT_FAILURE, KnowledgeError
 from config.loader import load_settings
 from config.settings import Settings
-from query.reader import Reader, open_reader
+from query.reader import Reader
 from query.terminal import clean
 from query.tier import tier_line
 
@@ -63,10 +63,7 @@ def prologue(obj: Context, as_json: bool) -> Settings:
 
 def require_reader(settings: Settings) -> Reader:
     """A Reader, or IndexNotBuilt naming the fix."""
-    reader = open_reader(settings)
-    if reader is None:
-        raise IndexNotBuilt(f"no index at {settings.db_path}; run `knowledge index` first")
-    return reader
+    return Reader(settings)
 
 
 class LazyGroup(click.Group):

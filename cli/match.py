@@ -19,13 +19,13 @@ from config.errors import (
 from query import words as vocab
 from query.enumerate import (
     SORTS,
-    STATUS_NOT_BUILT,
     STATUS_OK,
     STATUS_QUERY_EMPTY,
     EnumerateResult,
     enumerate_documents,
     to_json,
 )
+from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT
 from query.terminal import clean
 from query.tier import tier_line
 
@@ -119,7 +119,7 @@ def _refuse_unanswered(result: EnumerateResult) -> None:
     if result.status == STATUS_QUERY_EMPTY:
         raise QueryError(result.note)
     if result.status != STATUS_OK:
-        raise IndexNotBuilt(result.note) if result.status == "index_not_built" else KnowledgeError(result.note)
+        raise IndexNotBuilt(result.note) if result.status == STATUS_NOT_BUILT else KnowledgeError(result.note)
 
 
 def _render(result: EnumerateResult, mapper: object) -> None:
@@ -163,8 +163,8 @@ def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
         raise UsageError(result.note or "invalid pattern")
     if as_json:
         echo_json(result.to_json())
-    if result.status == vocab.STATUS_NOT_BUILT:
-        raise IndexNotBuilt(result.note or vocab.NOTE_NOT_BUILT)
+    if result.status == STATUS_NOT_BUILT:
+        raise IndexNotBuilt(result.note or NOTE_NOT_BUILT)
     if as_json:
         return
     if result.status != vocab.STATUS_OK or not result.words:

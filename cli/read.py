@@ -18,15 +18,17 @@ from cli.app import (
 )
 from cli.arguments import QueryCommand, query_text
 from config.errors import IndexNotBuilt, KnowledgeError
-from query.reader import parse_ref
-from query.search import STATUS_NOT_BUILT, search, to_json
+from config.settings import MAX_TOP_K
+from query.reader import STATUS_NOT_BUILT, parse_ref
+from query.search import search, to_json
 from query.terminal import clean, one_line
 from query.tier import tier_line
 
 
 @cli.command("search", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="QUERY...")
-@click.option("--top-k", type=click.IntRange(1, 20), default=None, help="Results to return (default top_k, max 20).")
+@click.option("--top-k", type=click.IntRange(1, MAX_TOP_K), default=None,
+              help=f"Results to return (default top_k, max {MAX_TOP_K}).")
 @click.option("--full", is_flag=True, help="Print whole sections instead of previews.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context

@@ -91,7 +91,7 @@ class Settings:
         default=(), metadata=_help("Web pages (http/https) `knowledge index` fetches, converts and indexes.")
     )
     directory: str = field(default="", metadata=_help("Store directory; absolute is used as is."))
-    top_k: int = field(default=5, metadata=_help("Results returned by search (at most 20)."))
+    top_k: int = field(default=5, metadata=_help(f"Results returned by search (at most {MAX_TOP_K})."))
     max_injected_tokens: int = field(
         default=6000, metadata=_help("Tool text budget in tokens (x4 characters).")
     )

@@ -14,6 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from pipeline.text import cjk_runs
 from pipeline.models import Chunk
 
 TARGET = 1200
@@ -23,10 +24,6 @@ BREADCRUMB_SEP = " > "
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_CJK = re.compile(
-    "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3131-\u318f\u31a0-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]+"
-)
 
 
 @dataclass(frozen=True)
@@ -40,11 +37,6 @@ class ChunkedText:
 def text_hash(heading_path: str, body: str) -> str:
     """Identity of a chunk's text: equal hashes mean an embedding can be reused."""
     return hashlib.sha256(f"{heading_path}\x00{body}".encode()).hexdigest()[:32]
-
-
-def cjk_runs(text: str) -> str:
-    """The runs of Chinese, Japanese and Korean characters in text, space-joined."""
-    return " ".join(_CJK.findall(text))
 
 
 def parse_heading(line: str) -> tuple[int, str] | None:
@@ -167,7 +159,8 @@ def chunk_text(text: str) -> ChunkedText:
     if not pieces and headings:  # a title-only or headings-only page is still findable by its headings
         pieces.append((title or "", "\n".join(headings)))
     chunks = [
-        Chunk(ordinal=i, heading_path=crumb, body=body, text_hash=text_hash(crumb, body), cjk=cjk_runs(f"{crumb}\n{body}"))
+        Chunk(ordinal=i, heading_path=crumb, body=body, text_hash=text_hash(crumb, body),
+              cjk=" ".join(cjk_runs(f"{crumb}\n{body}")))
         for i, (crumb, body) in enumerate(pieces)
     ]
     return ChunkedText(title=title, chunks=chunks)

@@ -11,17 +11,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
-
 import pysqlite3.dbapi2 as sqlite
 import sqlite_vec
 
 from config.errors import IndexNotBuilt, StoreError, UnsafePathError
 
 
-
-class Connection(sqlite.Connection):  # type: ignore[misc]
-    """A connection that can carry per-connection caches as attributes (the C type cannot)."""
+class Connection(sqlite.Connection):
+    """Every connection knowledge opens: unlike the C type, it can be weakly referenced (per-connection caches)."""
 
 
 DatabaseError = sqlite.DatabaseError
@@ -65,13 +62,13 @@ def assert_modes(db_path: Path) -> None:
                 os.chmod(candidate, 0o600)
 
 
-def _load_extensions(conn: Any) -> None:
+def _load_extensions(conn: Connection) -> None:
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.enable_load_extension(False)
 
 
-def open_writer(db_path: Path) -> Any:
+def open_writer(db_path: Path) -> Connection:
     """Open (creating if needed) the store for writing: one connection, WAL, foreign keys on."""
     ensure_store_dir(db_path.parent)
     for candidate in (db_path, *(Path(f"{db_path}{s}") for s in SIDECARS)):
@@ -91,11 +88,11 @@ def open_writer(db_path: Path) -> Any:
     return conn
 
 
-def open_reader(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Any:
-    """Open the store read-only; raise IndexNotBuilt when there is no file yet.
+def connect_readonly(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Connection:
+    """Open a raw read-only connection to the store; raise IndexNotBuilt when there is no file yet.
 
-    temp_ddl runs before the connection turns query-only: objects in the temp schema (such as an
-    fts5vocab view of an index) that live only as long as this connection.
+    temp_ddl (pipeline.schema.READER_TEMP_DDL for a query Reader) runs before the connection turns
+    query-only: objects in the temp schema that live only as long as this connection.
     """
     refuse_symlink(db_path.parent)
     refuse_symlink(db_path)
@@ -115,7 +112,7 @@ def open_reader(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Any:
     return conn
 
 
-def memory_connection() -> Any:
+def memory_connection() -> Connection:
     """A scratch in-memory database with the same extensions (stems, tests)."""
     conn = sqlite.connect(":memory:", isolation_level=None, check_same_thread=False, factory=Connection)
     _load_extensions(conn)

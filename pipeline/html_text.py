@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+from pipeline.text import without_controls
+
 SKIPPED = frozenset({
     "script", "style", "noscript", "template", "nav", "svg", "math", "iframe", "object", "canvas",
     "select", "button", "dialog",
@@ -31,7 +33,6 @@ BLOCKS = frozenset({
 HEADINGS = {f"h{n}": n for n in range(1, 7)}
 MAX_TITLE_CHARS = 300
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _BREAK = "\x00"  # stands for <br> inside a block; real NULs are removed from the input first
 _MARKUP_START = re.compile(r"^(#|`{3,}|~{3,})")
 _FENCE_RUN = re.compile(r"^ {0,3}(`{3,})", re.MULTILINE)
@@ -48,7 +49,7 @@ class PageText:
 
 def strip_controls(text: str) -> str:
     """Text without control characters (C0 but tab and newline, DEL, C1); CR and CRLF become LF."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return without_controls(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def html_to_text(html: str) -> PageText:

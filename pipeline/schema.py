@@ -1,19 +1,61 @@
-"""The store's schema and its pinned format version.
+"""The store's schema and its pinned format version: every table, trigger, view and meta key.
 
 documents and chunks are the content; three FTS5 tables index chunks (porter for ranking, exact
 words for vocabulary and prefixes, trigram over CJK runs), all kept in step by triggers; meta holds
-the format version and the vector identity. chunks_vec (sqlite-vec) exists only with embeddings.
+the format version, the vector identity and the vector code scheme. The vector tables (sqlite-vec)
+exist only once a vector run installed them: chunks_vec holds one float32 vector per chunk, and its
+quantised companions (pipeline/vector_codes.py) a code and a float copy per chunk; triggers delete
+a chunk's rows with the chunk, because vec0 has no foreign keys. A read-only connection gets its
+temp fts5vocab views when it is opened (READER_TEMP_DDL), so no reader ever has to write.
+Everything else asks this module for names, DDL, meta values and which objects exist.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from config.errors import IndexNotBuilt, StoreFormatError
+from pipeline.db import Connection
 
 FORMAT_VERSION = 1
 
 TABLES = ("meta", "documents", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk", "chunks_vocab")
+
+# Meta keys: the format version, the vector identity (pipeline/vectors.py) and the code scheme.
+FORMAT_VERSION_KEY = "format_version"
+MODEL_KEY = "model"
+DIMENSION_KEY = "dimension"
+NORMALIZED_KEY = "normalized"
+QUERY_PREFIX_KEY = "query_prefix"
+DOCUMENT_PREFIX_KEY = "document_prefix"
+VECTOR_CODES_KEY = "vector_codes"
+
+# The vector tables and their delete triggers.
+VECTORS = "chunks_vec"
+VECTORS_TRIGGER = "chunks_vec_ad"
+CODES = "chunks_vec_bits"
+FLOATS = "chunks_vec_f32"
+CODES_TRIGGER = "chunks_vec_bits_ad"
+
+# Temp views of a read-only connection: the porter index's vocabulary with document frequencies
+# (query/frequency.py), and the instance vocabularies of the porter and exact indexes (query/words.py).
+PORTER_VOCAB = "temp.porter_vocab"
+INSTANCES = {table: f"temp.{table}_instances" for table in ("chunks_fts", "chunks_fts_exact")}
+READER_TEMP_DDL = (
+    f"CREATE VIRTUAL TABLE {PORTER_VOCAB} USING fts5vocab(main, chunks_fts, 'row')",
+    *(f"CREATE VIRTUAL TABLE {view} USING fts5vocab(main, {table}, 'instance')" for table, view in INSTANCES.items()),
+)
+
+# A scratch in-memory database for SQLite's own porter stemmer (query/words.py).
+STEMMER_DDL = (
+    "CREATE VIRTUAL TABLE scratch USING fts5(w, tokenize='porter unicode61')",
+    "CREATE VIRTUAL TABLE scratch_tokens USING fts5vocab(scratch, 'instance')",
+)
+# What `knowledge doctor` creates in a scratch database to prove FTS5 and its tokenizers work.
+FTS5_PROBE_DDL = (
+    "CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')",
+    "CREATE VIRTUAL TABLE t3 USING fts5(x, tokenize='trigram')",
+)
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -79,19 +121,24 @@ END;
 """
 
 
-def table_names(conn: Any) -> set[str]:
+def table_names(conn: Connection) -> set[str]:
     """Names of every table, view and trigger in the file."""
-    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    return {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master")}
 
 
-def create(conn: Any) -> None:
+def exists(conn: Connection, name: str) -> bool:
+    """Whether the store has a table, view or trigger of this name."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def create(conn: Connection) -> None:
     """Create the schema in an empty store and pin the format version (idempotent)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         for statement in _statements():
             conn.execute(statement)
         conn.execute(
-            "INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', ?)", (str(FORMAT_VERSION),)
+            "INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (FORMAT_VERSION_KEY, str(FORMAT_VERSION))
         )
         conn.execute("COMMIT")
     except Exception:
@@ -111,7 +158,7 @@ def _statements() -> list[str]:
     return parts
 
 
-def check(conn: Any, db_path: object) -> None:
+def check(conn: Connection, db_path: object) -> None:
     """Refuse a store of another format version or shape, naming the way forward."""
     names = table_names(conn)
     if not names:
@@ -119,12 +166,12 @@ def check(conn: Any, db_path: object) -> None:
     missing = [t for t in TABLES if t not in names]
     version = None
     if "meta" in names:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
-        version = int(row[0]) if row and str(row[0]).isdigit() else None
+        value = meta_value(conn, FORMAT_VERSION_KEY)
+        version = int(value) if value is not None and value.isdigit() else None
     if version is None or missing:
         raise StoreFormatError(
             f"{db_path} is not a knowledge store of format {FORMAT_VERSION} "
-            f"(missing: {', '.join(missing) or 'format_version'}); run `knowledge reset --force` and re-index"
+            f"(missing: {', '.join(missing) or FORMAT_VERSION_KEY}); run `knowledge reset --force` and re-index"
         )
     if version > FORMAT_VERSION:
         raise StoreFormatError(
@@ -137,26 +184,67 @@ def check(conn: Any, db_path: object) -> None:
         )
 
 
-def get_meta(conn: Any) -> dict[str, str]:
-    """The meta table as a dict."""
-    return {k: v for k, v in conn.execute("SELECT key, value FROM meta")}
+def read_meta(conn: Connection) -> dict[str, str]:
+    """The meta table as a dict (empty when the store has none yet)."""
+    if not exists(conn, "meta"):
+        return {}
+    return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
 
-def drop_all(conn: Any) -> None:
-    """Drop every object (reset): dropping fires no row triggers, so a drifted FTS cannot block it."""
-    rows = conn.execute(
-        "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND type IN ('table', 'trigger')"
-    ).fetchall()
-    virtual = [name for kind, name, sql in rows if kind == "table" and (sql or "").startswith("CREATE VIRTUAL")]
-    plain = [name for kind, name, sql in rows if kind == "table" and name not in virtual]
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for kind, name, _ in rows:
-            if kind == "trigger":
-                conn.execute(f'DROP TRIGGER IF EXISTS "{name}"')
-        for name in virtual + plain:
-            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
-        conn.execute("COMMIT")
-    except Exception:
-        conn.execute("ROLLBACK")
-        raise
+def meta_value(conn: Connection, key: str) -> str | None:
+    """One meta value, or None when it is not set."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def write_meta(conn: Connection, values: Mapping[str, str]) -> None:
+    """Set meta values (inside the caller's transaction)."""
+    conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
+
+
+def delete_meta(conn: Connection, key: str) -> None:
+    """Unset a meta value (inside the caller's transaction)."""
+    conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+
+def create_vectors(conn: Connection, dimension: int) -> None:
+    """Create chunks_vec for vectors of dimension and its delete trigger (inside a transaction)."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {VECTORS} USING vec0(chunk_id INTEGER PRIMARY KEY, embedding float[{int(dimension)}])"
+    )
+    conn.execute(
+        f"CREATE TRIGGER IF NOT EXISTS {VECTORS_TRIGGER} AFTER DELETE ON chunks BEGIN "
+        f"DELETE FROM {VECTORS} WHERE chunk_id = old.id; END"
+    )
+
+
+def drop_vectors(conn: Connection) -> None:
+    """Drop chunks_vec (its trigger stays: it deletes from a table that is recreated with it)."""
+    conn.execute(f"DROP TABLE IF EXISTS {VECTORS}")
+
+
+def create_vector_codes(conn: Connection, bits: int) -> None:
+    """Create the quantised companions (codes of bits bits, partitioned; float copies) and their trigger."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {CODES} USING vec0(chunk_id INTEGER PRIMARY KEY,"
+        f" part INTEGER PARTITION KEY, code bit[{int(bits)}])"
+    )
+    conn.execute(f"CREATE TABLE {FLOATS} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+    conn.execute(
+        f"CREATE TRIGGER {CODES_TRIGGER} AFTER DELETE ON chunks BEGIN "
+        f"DELETE FROM {CODES} WHERE chunk_id = old.id; DELETE FROM {FLOATS} WHERE chunk_id = old.id; END"
+    )
+
+
+def drop_vector_codes(conn: Connection) -> None:
+    """Drop both companion tables, their trigger and their scheme (inside the caller's transaction)."""
+    conn.execute(f"DROP TRIGGER IF EXISTS {CODES_TRIGGER}")
+    conn.execute(f"DROP TABLE IF EXISTS {CODES}")
+    conn.execute(f"DROP TABLE IF EXISTS {FLOATS}")
+    delete_meta(conn, VECTOR_CODES_KEY)
+
+
+def has_vector_codes(conn: Connection) -> bool:
+    """Whether both companion tables and their trigger exist (their scheme is vector_codes' to judge)."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", (CODES, FLOATS, CODES_TRIGGER))
+    return {r[0] for r in rows} == {CODES, FLOATS, CODES_TRIGGER}

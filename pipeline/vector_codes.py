@@ -12,22 +12,19 @@ is the L1 distance of their levels: far closer to the float ranking than sign bi
 scan (MiniLM: candidate recall 0.99 vs 0.88 at 800 of 10k chunks). Codes are spread over PARTITIONS
 vec0 partitions (chunk id modulo PARTITIONS) and each partition answers its own top k: vec0's top-k
 selection costs O(k) per stored vector, so 16 partitions x 50 give 800 candidates for the price of
-one top-50 scan. Both tables exist only once a vector run installed them; their rows are written in
-the document's transaction with its chunks_vec rows and deleted with its chunks by one trigger.
-`SCHEME`, pinned in meta, names the encoding: a store built with another is rebuilt by the next run.
+one top-50 scan. Both tables (their names and DDL are pipeline/schema.py's) exist only once a vector
+run installed them; their rows are written in the document's transaction with its chunks_vec rows
+and deleted with its chunks by one trigger. `SCHEME`, pinned in meta, names the encoding: a store
+built with another is rebuilt by the next run.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-CODES = "chunks_vec_bits"
-FLOATS = "chunks_vec_f32"
-TRIGGER = "chunks_vec_bits_ad"
-SOURCE = "chunks_vec"
-META_KEY = "vector_codes"
+from pipeline import schema
+from pipeline.db import Connection
 
 THRESHOLDS = 4  # levels 0..4 per dimension, one nibble each
 STEP = 0.5  # threshold spacing in units of 1/sqrt(dimension) (a unit vector's typical coordinate)
@@ -58,59 +55,35 @@ def partition(chunk_id: int) -> int:
     return chunk_id % PARTITIONS
 
 
-def _names(conn: Any) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", (CODES, FLOATS, TRIGGER))
-    return {r[0] for r in rows}
-
-
-def ready(conn: Any) -> bool:
+def ready(conn: Connection) -> bool:
     """True when both companion tables exist and were built with this SCHEME."""
-    if _names(conn) != {CODES, FLOATS, TRIGGER}:
-        return False
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
-    return row is not None and row[0] == SCHEME
+    return schema.has_vector_codes(conn) and schema.meta_value(conn, schema.VECTOR_CODES_KEY) == SCHEME
 
 
-def drop(conn: Any) -> None:
-    """Drop both companion tables and their trigger (inside the caller's transaction)."""
-    conn.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}")
-    conn.execute(f"DROP TABLE IF EXISTS {CODES}")
-    conn.execute(f"DROP TABLE IF EXISTS {FLOATS}")
-    conn.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
-
-
-def install(conn: Any, dimension: int) -> int:
+def install(conn: Connection, dimension: int) -> int:
     """(Re)create both tables, fill them from chunks_vec and pin SCHEME; return the rows filled.
 
     Call inside a transaction, after chunks_vec exists. About 25 s per 100k vectors.
     """
-    drop(conn)
-    conn.execute(
-        f"CREATE VIRTUAL TABLE {CODES} USING vec0(chunk_id INTEGER PRIMARY KEY,"
-        f" part INTEGER PARTITION KEY, code bit[{code_bits(dimension)}])"
-    )
-    conn.execute(f"CREATE TABLE {FLOATS} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
-    conn.execute(
-        f"CREATE TRIGGER {TRIGGER} AFTER DELETE ON chunks BEGIN "
-        f"DELETE FROM {CODES} WHERE chunk_id = old.id; DELETE FROM {FLOATS} WHERE chunk_id = old.id; END"
-    )
+    schema.drop_vector_codes(conn)
+    schema.create_vector_codes(conn, code_bits(dimension))
     filled = 0
-    cursor = conn.execute(f"SELECT chunk_id, embedding FROM {SOURCE}")  # other tables may be written meanwhile
+    cursor = conn.execute(f"SELECT chunk_id, embedding FROM {schema.VECTORS}")  # other tables may be written meanwhile
     while rows := cursor.fetchmany(_BATCH):
         insert(conn, [(int(cid), bytes(blob)) for cid, blob in rows])
         filled += len(rows)
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (META_KEY, SCHEME))
+    schema.write_meta(conn, {schema.VECTOR_CODES_KEY: SCHEME})
     return filled
 
 
-def insert(conn: Any, rows: Iterable[tuple[int, bytes]]) -> None:
+def insert(conn: Connection, rows: Iterable[tuple[int, bytes]]) -> None:
     """Write the code and the float copy of each (chunk id, float32 blob)."""
     rows = list(rows)
     conn.executemany(
-        f"INSERT INTO {CODES}(chunk_id, part, code) VALUES (?, ?, vec_bit(?))",
+        f"INSERT INTO {schema.CODES}(chunk_id, part, code) VALUES (?, ?, vec_bit(?))",
         [(cid, partition(cid), encode(_floats(blob))) for cid, blob in rows],
     )
-    conn.executemany(f"INSERT INTO {FLOATS}(chunk_id, embedding) VALUES (?, ?)", rows)
+    conn.executemany(f"INSERT INTO {schema.FLOATS}(chunk_id, embedding) VALUES (?, ?)", rows)
 
 
 def _floats(blob: bytes) -> Sequence[float]:

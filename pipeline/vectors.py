@@ -2,11 +2,12 @@
 
 The identity (model, dimension, normalized, query_prefix, document_prefix) is pinned in `meta` when
 the first vector run writes; every later run and every query must match it, or `--reindex` rebuilds
-the vectors. chunks_vec (sqlite-vec vec0, one float32 row per chunk, keyed by chunk id) exists only
-once embeddings were configured; a trigger deletes a chunk's vector with the chunk, because vec0 has
-no upsert and no foreign keys. A chunk whose text hash is unchanged keeps its stored vector. Beside
-it, pipeline.vector_codes keeps quantised codes and float copies for fast KNN on large stores,
-written in the same transaction; install() creates and fills them for a store that lacks them.
+the vectors. chunks_vec (sqlite-vec vec0, one float32 row per chunk, keyed by chunk id; its DDL and
+meta keys are pipeline/schema.py's) exists only once embeddings were configured; a trigger deletes a
+chunk's vector with the chunk, because vec0 has no upsert and no foreign keys. A chunk whose text
+hash is unchanged keeps its stored vector. Beside it, pipeline.vector_codes keeps quantised codes
+and float copies for fast KNN on large stores, written in the same transaction; install() creates
+and fills them for a store that lacks them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from typing import Any
 
 from config.errors import EmbeddingUnavailable, PipelineError, VectorIdentityMismatch
 from config.settings import EmbeddingsSettings, Settings
-from pipeline import db, vector_codes
+from pipeline import db, schema, vector_codes
+from pipeline.db import Connection
 from pipeline.embeddings import EmbeddingsClient, Probe
 from pipeline.models import Document
 
-TABLE = "chunks_vec"
-TRIGGER = "chunks_vec_ad"
 REINDEX = "knowledge index --reindex"
 
 
@@ -41,11 +41,11 @@ class VectorIdentity:
     def to_meta(self) -> dict[str, str]:
         """The identity as meta rows."""
         return {
-            "model": self.model,
-            "dimension": str(self.dimension),
-            "normalized": "true" if self.normalized else "false",
-            "query_prefix": self.query_prefix,
-            "document_prefix": self.document_prefix,
+            schema.MODEL_KEY: self.model,
+            schema.DIMENSION_KEY: str(self.dimension),
+            schema.NORMALIZED_KEY: "true" if self.normalized else "false",
+            schema.QUERY_PREFIX_KEY: self.query_prefix,
+            schema.DOCUMENT_PREFIX_KEY: self.document_prefix,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,10 +66,11 @@ def configured_identity(settings: EmbeddingsSettings, dimension: int) -> VectorI
 
 def pinned_identity(meta: Mapping[str, str]) -> VectorIdentity | None:
     """The identity pinned in a store's meta table, or None when no vector run ever wrote."""
-    if not meta.get("model") or not str(meta.get("dimension", "")).isdigit():
+    model, dimension = meta.get(schema.MODEL_KEY), meta.get(schema.DIMENSION_KEY, "")
+    if not model or not dimension.isdigit():
         return None
-    return VectorIdentity(meta["model"], int(meta["dimension"]), meta.get("query_prefix", ""),
-                          meta.get("document_prefix", ""), meta.get("normalized", "true") == "true")
+    return VectorIdentity(model, int(dimension), meta.get(schema.QUERY_PREFIX_KEY, ""),
+                          meta.get(schema.DOCUMENT_PREFIX_KEY, ""), meta.get(schema.NORMALIZED_KEY, "true") == "true")
 
 
 def differences(pinned: VectorIdentity, wanted: VectorIdentity) -> list[str]:
@@ -158,32 +159,32 @@ def _stored_state(db_path: Path) -> tuple[VectorIdentity | None, frozenset[str]]
     """The pinned identity and the paths of documents holding a chunk without a vector."""
     if not db_path.is_file():
         return None, frozenset()
-    conn = db.open_reader(db_path)
+    conn = db.connect_readonly(db_path)
     try:
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        names = schema.table_names(conn)
         if "meta" not in names or "chunks" not in names:
             return None, frozenset()
-        pinned = pinned_identity({k: v for k, v in conn.execute("SELECT key, value FROM meta")})
-        return pinned, frozenset(missing_vector_paths(conn, TABLE in names))
+        pinned = pinned_identity(schema.read_meta(conn))
+        return pinned, frozenset(missing_vector_paths(conn, schema.VECTORS in names))
     finally:
         conn.close()
 
 
-def missing_vector_paths(conn: Any, has_table: bool = True) -> list[str]:
+def missing_vector_paths(conn: Connection, has_table: bool = True) -> list[str]:
     """Paths of documents with at least one chunk that has no vector."""
-    where = f"c.id NOT IN (SELECT chunk_id FROM {TABLE})" if has_table else "1"
+    where = f"c.id NOT IN (SELECT chunk_id FROM {schema.VECTORS})" if has_table else "1"
     rows = conn.execute(
         f"SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where}"
     )
-    return sorted(r[0] for r in rows)
+    return sorted(str(r[0]) for r in rows)
 
 
-def has_table(conn: Any) -> bool:
+def has_table(conn: Connection) -> bool:
     """True when the store has a vector table."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone() is not None
+    return schema.exists(conn, schema.VECTORS)
 
 
-def install(conn: Any, identity: VectorIdentity) -> bool:
+def install(conn: Connection, identity: VectorIdentity) -> bool:
     """Create (or, for another identity, recreate) chunks_vec and pin identity; call inside a transaction.
 
     Returns True when the table was (re)created. Recreating drops every stored vector: the
@@ -191,24 +192,16 @@ def install(conn: Any, identity: VectorIdentity) -> bool:
     companions (pipeline.vector_codes) are created too, and filled from chunks_vec when a store
     written before them, or with another encoding, lacks them.
     """
-    meta = {k: v for k, v in conn.execute("SELECT key, value FROM meta")}
     exists = has_table(conn)
-    if exists and pinned_identity(meta) == identity:
+    if exists and pinned_identity(schema.read_meta(conn)) == identity:
         if not vector_codes.ready(conn):
             vector_codes.install(conn, identity.dimension)
         return False
-    vector_codes.drop(conn)
-    if exists:
-        conn.execute(f"DROP TABLE {TABLE}")
-    conn.execute(
-        f"CREATE VIRTUAL TABLE {TABLE} USING vec0(chunk_id INTEGER PRIMARY KEY, embedding float[{identity.dimension}])"
-    )
-    conn.execute(
-        f"CREATE TRIGGER IF NOT EXISTS {TRIGGER} AFTER DELETE ON chunks BEGIN "
-        f"DELETE FROM {TABLE} WHERE chunk_id = old.id; END"
-    )
+    schema.drop_vector_codes(conn)
+    schema.drop_vectors(conn)
+    schema.create_vectors(conn, identity.dimension)
     vector_codes.install(conn, identity.dimension)
-    conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(identity.to_meta().items()))
+    schema.write_meta(conn, identity.to_meta())
     return True
 
 
@@ -226,16 +219,16 @@ def from_blob(blob: bytes) -> list[float]:
     return values.tolist()
 
 
-def reusable_hashes(conn: Any, path: str) -> set[str]:
+def reusable_hashes(conn: Connection, path: str) -> set[str]:
     """Text hashes of the stored chunks of path that have a vector (reader or writer connection)."""
     if not has_table(conn):
         return set()
     rows = conn.execute(
         f"SELECT c.text_hash FROM documents d JOIN chunks c ON c.document_id = d.id"
-        f" JOIN {TABLE} v ON v.chunk_id = c.id WHERE d.path = ?",
+        f" JOIN {schema.VECTORS} v ON v.chunk_id = c.id WHERE d.path = ?",
         (path,),
     )
-    return {r[0] for r in rows}
+    return {str(r[0]) for r in rows}
 
 
 class VectorWriter:
@@ -247,18 +240,18 @@ class VectorWriter:
     def __init__(self, reuse: bool) -> None:
         self.reuse = reuse
 
-    def stored(self, conn: Any, doc_id: int) -> dict[str, bytes]:
+    def stored(self, conn: Connection, doc_id: int) -> dict[str, bytes]:
         """The document's stored vectors by chunk text hash (empty when reuse is off)."""
         if not self.reuse:
             return {}
         rows = conn.execute(
-            f"SELECT c.text_hash, v.embedding FROM chunks c JOIN {TABLE} v ON v.chunk_id = c.id"
+            f"SELECT c.text_hash, v.embedding FROM chunks c JOIN {schema.VECTORS} v ON v.chunk_id = c.id"
             " WHERE c.document_id = ?",
             (doc_id,),
         )
         return {h: bytes(blob) for h, blob in rows}
 
-    def write(self, conn: Any, doc_id: int, doc: Document, kept: Mapping[str, bytes]) -> None:
+    def write(self, conn: Connection, doc_id: int, doc: Document, kept: Mapping[str, bytes]) -> None:
         """Insert a vector for every chunk of doc; raise PipelineError (rolling back) if one is missing."""
         ids = dict(conn.execute("SELECT ordinal, id FROM chunks WHERE document_id = ?", (doc_id,)).fetchall())
         rows: list[tuple[int, bytes]] = []
@@ -268,6 +261,6 @@ class VectorWriter:
             if blob is None:
                 raise PipelineError(f"no vector for section {chunk.ordinal}; the document was not written")
             rows.append((ids[chunk.ordinal], blob))
-        conn.executemany(f"INSERT INTO {TABLE}(chunk_id, embedding) VALUES (?, ?)", rows)
+        conn.executemany(f"INSERT INTO {schema.VECTORS}(chunk_id, embedding) VALUES (?, ?)", rows)
         if vector_codes.ready(conn):  # absent or stale companions are rebuilt by the next install()
             vector_codes.insert(conn, rows)

@@ -80,8 +80,8 @@ def _sqlite() -> list[Check]:
     conn = db.memory_connection()
     try:
         try:
-            conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
-            conn.execute("CREATE VIRTUAL TABLE t3 USING fts5(x, tokenize='trigram')")
+            for statement in schema.FTS5_PROBE_DDL:
+                conn.execute(statement)
             fts = Check("fts5", OK, f"SQLite {db.sqlite_version()} with FTS5 (porter, unicode61, trigram)", True)
         except db.DatabaseError as exc:
             fts = Check("fts5", FAIL, f"SQLite {db.sqlite_version()} has no usable FTS5: {exc}", True)
@@ -103,15 +103,15 @@ def _store(settings: Settings) -> tuple[dict[str, str] | None, list[Check]]:
         return None, [Check("store", WARN, f"{path}: {missing}"), Check("wal", NOT_RUN, "no store to inspect"),
                       writable]
     try:
-        conn = db.open_reader(path)
+        conn = db.connect_readonly(path)
     except KnowledgeError as exc:
         return None, [Check("store", FAIL, str(exc), True), Check("wal", NOT_RUN, "the store did not open"),
                       writable]
     try:
         schema.check(conn, path)
-        meta = schema.get_meta(conn)
+        meta = schema.read_meta(conn)
         docs, chunks = conn.execute("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents").fetchone()
-        store = Check("store", OK, f"{path}: format {meta.get('format_version')}, {docs} documents, {chunks} sections",
+        store = Check("store", OK, f"{path}: format {meta.get(schema.FORMAT_VERSION_KEY)}, {docs} documents, {chunks} sections",
                       True)
         mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
         wal = Check("wal", OK if mode == "wal" else WARN,

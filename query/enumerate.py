@@ -17,18 +17,14 @@ from config.errors import QueryError
 from config.observability import tracer
 from config.settings import Settings
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
-from query.reader import Reader, open_reader
+from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Reader, borrowed_reader
 from query.terms import TRIGRAM, quote
 from query.words import STEMMER, document_count, related_forms
 
 STATUS_OK = "ok"
-STATUS_NOT_BUILT = "index_not_built"
 STATUS_CORPUS_EMPTY = "corpus_empty"
 STATUS_QUERY_EMPTY = "query_empty"
 
-NOTE_NOT_BUILT = (
-    "no index has been built yet, so nothing can be enumerated; run `knowledge index` to build it"
-)
 NOTE_CORPUS_EMPTY = (
     "the index holds no documents, so an empty answer says nothing about the words; "
     "check knowledge.paths and run `knowledge index`"
@@ -120,16 +116,11 @@ def enumerate_documents(
     text = scrub(text)
     parsed = parse(text)
     with tracer().start_as_current_span("enumerate") as span:
-        own = reader is None
-        reader = reader or open_reader(settings)
-        if reader is None:
-            result = EnumerateResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, text, dropped=parsed.dropped)
-        else:
-            try:
+        with borrowed_reader(settings, reader) as reader:
+            if reader is None:
+                result = EnumerateResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, text, dropped=parsed.dropped)
+            else:
                 result = _enumerate(reader, text, parsed, limit, sort)
-            finally:
-                if own:
-                    reader.close()
         span.set_attribute("knowledge.status", result.status)
         span.set_attribute("knowledge.terms", len(parsed.terms))
         span.set_attribute("knowledge.matched", result.matched)

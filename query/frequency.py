@@ -7,17 +7,19 @@ query of running text at 100k chunks spends ~100 ms on it instead of ~1 ms. So, 
 has rarer terms, the common ones are dropped before the MATCH; when every term is common, all are
 kept; and only when some rarer term alone fills the requested number of results, so the top
 results are exactly those of the full query (a row with a rare term always outscores a row with
-only common ones). Document frequencies come from a temp fts5vocab view of the porter table (created by
-query/reader.py) and are cached per connection until another connection commits.
+only common ones). Document frequencies come from a temp fts5vocab view of the porter table (one of
+pipeline/schema.py's READER_TEMP_DDL, on every Reader's connection) and are cached per connection
+until another connection commits.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from pipeline.db import OperationalError
+from pipeline import schema
+from pipeline.db import Connection, OperationalError
 from query.terms import LexicalQuery, quote
 from query.words import STEMMER
 
@@ -32,17 +34,17 @@ class _Cache:
 
 
 _lock = threading.Lock()
+_caches: weakref.WeakKeyDictionary[Connection, _Cache] = weakref.WeakKeyDictionary()
 
 
-def frequencies(conn: Any, terms: tuple[str, ...]) -> tuple[int, dict[str, int | None]]:
+def frequencies(conn: Connection, terms: tuple[str, ...]) -> tuple[int, dict[str, int | None]]:
     """(chunk count, each term's porter-stem document frequency or None when unknown); (0, {}) without a view."""
     try:
         version = int(conn.execute("PRAGMA data_version").fetchone()[0])
         with _lock:
-            cache = getattr(conn, "term_frequencies", None)
+            cache = _caches.get(conn)
             if cache is None:
-                cache = _Cache()
-                conn.term_frequencies = cache
+                cache = _caches[conn] = _Cache()
             if cache.version != version:
                 cache.version = version
                 cache.rows = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
@@ -55,26 +57,29 @@ def frequencies(conn: Any, terms: tuple[str, ...]) -> tuple[int, dict[str, int |
                     found[term] = None
                     continue
                 if stem not in cache.frequencies:
-                    row = conn.execute("SELECT doc FROM temp.porter_vocab WHERE term = ?", (stem,)).fetchone()
+                    row = conn.execute(f"SELECT doc FROM {schema.PORTER_VOCAB} WHERE term = ?", (stem,)).fetchone()
                     cache.frequencies[stem] = int(row[0]) if row else 0
                 found[term] = cache.frequencies[stem]
             return cache.rows, found
-    except (OperationalError, AttributeError):  # no vocabulary view on this connection: keep every term
+    except OperationalError:  # no vocabulary view on this connection: keep every term
         return 0, {}
 
 
-def common_terms(conn: Any, terms: tuple[str, ...]) -> set[str]:
+def common_terms(conn: Connection, terms: tuple[str, ...]) -> set[str]:
     """The terms whose porter stem is in at least COMMON_FRACTION of the chunks."""
-    rows, found = frequencies(conn, terms)
+    return _common(*frequencies(conn, terms))
+
+
+def _common(rows: int, found: dict[str, int | None]) -> set[str]:
     return {t for t, n in found.items() if rows and n is not None and n >= rows * COMMON_FRACTION}
 
 
-def without_common(conn: Any, query: LexicalQuery, limit: int) -> LexicalQuery:
+def without_common(conn: Connection, query: LexicalQuery, limit: int) -> LexicalQuery:
     """query with its common terms left out, when a rarer term alone still fills limit results."""
     if len(query.terms) < 2:
         return query
     rows, found = frequencies(conn, query.terms)
-    common = {t for t, n in found.items() if rows and n is not None and n >= rows * COMMON_FRACTION}
+    common = _common(rows, found)
     kept = tuple(t for t in query.terms if t not in common)
     if not common or not kept or max((found.get(t) or 0) for t in kept) < limit:
         return query

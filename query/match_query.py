@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 
 from config.errors import QueryError
-from query.terms import CJK_RUN, MAX_TERMS, quote
+from pipeline.text import CJK_RUN
+from query.terms import MAX_TERMS, quote
 
 FIELDS = {"heading": "heading_path", "body": "body"}
 _OPERATORS = {

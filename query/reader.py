@@ -1,16 +1,23 @@
-"""The read side's handle on the store: read-only, format-checked, with the status of the index."""
+"""The read side's handle on the store: read-only, format-checked, with the status of the index.
+
+A query answers "not built" with one status and note (STATUS_NOT_BUILT, NOTE_NOT_BUILT) rather than
+an error; borrowed_reader() lends a query the caller's Reader or opens (and closes) its own.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from config.errors import IndexNotBuilt
 from config.settings import Settings
 from pipeline import db, schema
+from pipeline.db import Connection
 
-# The porter index's vocabulary with document frequencies, for query/frequency.py.
-READER_TEMP_DDL = ("CREATE VIRTUAL TABLE temp.porter_vocab USING fts5vocab(main, chunks_fts, 'row')",)
+STATUS_NOT_BUILT = "index_not_built"
+NOTE_NOT_BUILT = "no index has been built yet; run `knowledge index` to build it"
 
 
 @dataclass(frozen=True)
@@ -38,17 +45,17 @@ def parse_ref(token: str) -> tuple[str, int] | None:
 
 
 class Reader:
-    """A read-only connection to knowledge.db; raises IndexNotBuilt when there is none."""
+    """A read-only connection to knowledge.db, with the schema's temp views; raises IndexNotBuilt when there is none."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.conn: Any = db.open_reader(settings.db_path, READER_TEMP_DDL)
+        self.conn: Connection = db.connect_readonly(settings.db_path, schema.READER_TEMP_DDL)
         try:
             schema.check(self.conn, settings.db_path)
         except Exception:
             self.conn.close()
             raise
-        self.meta = schema.get_meta(self.conn)
+        self.meta = schema.read_meta(self.conn)
 
     def close(self) -> None:
         """Close the connection."""
@@ -118,7 +125,7 @@ class Reader:
             "chunks": int(chunks),
             "last_indexed": last,
             "bytes_on_disk": on_disk,
-            "format_version": int(self.meta.get("format_version", 0)),
+            "format_version": int(self.meta.get(schema.FORMAT_VERSION_KEY, 0)),
             "sqlite_version": db.sqlite_version(),
         }
 
@@ -129,3 +136,17 @@ def open_reader(settings: Settings) -> Reader | None:
         return Reader(settings)
     except IndexNotBuilt:
         return None
+
+
+@contextmanager
+def borrowed_reader(settings: Settings, reader: Reader | None = None) -> Iterator[Reader | None]:
+    """The caller's reader, left open; else a fresh one closed on exit (None when the index was never built)."""
+    if reader is not None:
+        yield reader
+        return
+    own = open_reader(settings)
+    try:
+        yield own
+    finally:
+        if own is not None:
+            own.close()

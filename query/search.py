@@ -11,17 +11,15 @@ from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity
 from query.fusion import fused_ids
 from query.lexical import FANOUT, search_ids
-from query.reader import Hit, Reader, open_reader
+from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Hit, Reader, borrowed_reader
 from query.terminal import one_line
 from query.terms import build_query
 from query.tier import tier_line
 from query.vector import KNN_K, embed_query, knn, query_identity
 
 STATUS_OK = "ok"
-STATUS_NOT_BUILT = "index_not_built"
 STATUS_EMPTY = "index_empty"
 
-NOTE_NOT_BUILT = "no index has been built yet; run `knowledge index` to build it"
 NOTE_EMPTY = "the index holds no documents; check knowledge.paths and run `knowledge index`"
 
 
@@ -50,20 +48,15 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
     failing server degrades to lexical (tier line, note and `degraded` say so), while a model,
     dimension or prefix mismatch with the index raises VectorIdentityMismatch.
     """
-    own = reader is None
-    reader = reader or open_reader(settings)
-    if reader is None:
-        return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=NOTE_NOT_BUILT)
-    try:
+    with borrowed_reader(settings, reader) as reader:
+        if reader is None:
+            return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=NOTE_NOT_BUILT)
         with tracer().start_as_current_span("search") as span:
             response = _search(settings, reader, text, clamp_top_k(top_k, settings))
             span.set_attribute("knowledge.tier", response.tier)
             span.set_attribute("knowledge.degraded", response.degraded or "")
             span.set_attribute("knowledge.hits", len(response.hits))
             return response
-    finally:
-        if own:
-            reader.close()
 
 
 def _search(settings: Settings, reader: Reader, text: str, k: int) -> SearchResponse:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 
-# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), other two-byte ESC sequences, 8-bit C1 CSI/OSC,
-# then any remaining C0/C1 control character except newline and tab.
+from pipeline.text import without_controls
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), other two-byte ESC sequences, 8-bit C1 CSI/OSC;
+# then pipeline.text removes any remaining C0/C1 control character except newline and tab.
 _SEQUENCES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
@@ -14,12 +16,11 @@ _SEQUENCES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|\x9d[^\x07\x9c]*[\x07\x9c]?"
 )
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean(text: str) -> str:
     """text without escape sequences or control characters (newlines and tabs kept)."""
-    return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+    return without_controls(_SEQUENCES.sub("", text))
 
 
 def one_line(text: str, width: int = 100) -> str:

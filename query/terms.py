@@ -10,13 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pipeline.text import CJK_RUN, cjk_runs
+
 MAX_TERMS = 40
 
 _TERM = re.compile(r"[^\W_]+")
-CJK_RUN = re.compile(
-    "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3131-\u318f\u31a0-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]+"
-)
 TRIGRAM = 3
 
 
@@ -49,7 +47,7 @@ def terms_of(text: str) -> tuple[list[str], list[str]]:
 
 def cjk_runs_of(text: str) -> list[str]:
     """The distinct runs of CJK characters in text, in order (at most MAX_TERMS)."""
-    return list(dict.fromkeys(CJK_RUN.findall(text)))[:MAX_TERMS]
+    return list(dict.fromkeys(cjk_runs(text)))[:MAX_TERMS]
 
 
 def quote(text: str) -> str:

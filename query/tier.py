@@ -9,20 +9,16 @@ LEXICAL = "tier: lexical (FTS5) - no embeddings configured"
 
 def stored_dimension(settings: Settings) -> int | None:
     """The vector dimension pinned in the store, when there is a store with one (read-only, best effort)."""
-    from pipeline import (  # the store is only touched when embeddings are configured
-        db,
-        vectors,
-    )
+    from pipeline import db, schema, vectors  # the store is only touched when embeddings are configured
 
     if not settings.db_path.is_file():
         return None
     try:
-        conn = db.open_reader(settings.db_path)
+        conn = db.connect_readonly(settings.db_path)
     except Exception:  # noqa: BLE001 - the tier line never fails a command; the command reports the store
         return None
     try:
-        meta = {k: v for k, v in conn.execute("SELECT key, value FROM meta")}
-        pinned = vectors.pinned_identity(meta)
+        pinned = vectors.pinned_identity(schema.read_meta(conn))
         return pinned.dimension if pinned else None
     except Exception:  # noqa: BLE001 - same
         return None

@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from config.errors import VectorIdentityMismatch
 from config.settings import EmbeddingsSettings
-from pipeline import vector_codes
+from pipeline import schema, vector_codes
 from pipeline.embeddings import EmbeddingsClient, RetryPolicy
+from pipeline.db import Connection
 from pipeline.vectors import (
-    TABLE,
     VectorIdentity,
     check_identity,
     configured_identity,
@@ -59,7 +58,7 @@ def embed_query(settings: EmbeddingsSettings, identity: VectorIdentity, text: st
         return client.embed_query(text)
 
 
-def knn(conn: Any, vector: list[float], k: int = KNN_K, exact_below: int | None = None) -> list[tuple[int, float]]:
+def knn(conn: Connection, vector: list[float], k: int = KNN_K, exact_below: int | None = None) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) of the k nearest chunks, nearest first (ties to the smaller id).
 
     Exact on stores under `exact_below` (default EXACT_BELOW) chunk ids or without the quantised
@@ -75,26 +74,26 @@ def knn(conn: Any, vector: list[float], k: int = KNN_K, exact_below: int | None 
     return knn_exact(conn, vector, k)
 
 
-def knn_exact(conn: Any, vector: list[float], k: int = KNN_K) -> list[tuple[int, float]]:
+def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tuple[int, float]]:
     """Brute-force KNN over chunks_vec: the reference ranking."""
     rows = conn.execute(
-        f"SELECT chunk_id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = {int(k)} ORDER BY distance",
+        f"SELECT chunk_id, distance FROM {schema.VECTORS} WHERE embedding MATCH ? AND k = {int(k)} ORDER BY distance",
         (to_blob(vector),),
     ).fetchall()
     return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda row: (row[1], row[0]))
 
 
-def knn_quantised(conn: Any, vector: list[float], k: int = KNN_K,
+def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K,
                   per_partition: int = PER_PARTITION) -> list[tuple[int, float]]:
     """Hamming candidates from every code partition, re-scored with their float vectors (needs the companions)."""
     code = vector_codes.encode(vector)
     candidates: list[int] = []
     for part in range(vector_codes.PARTITIONS):
         candidates += [r[0] for r in conn.execute(
-            f"SELECT chunk_id FROM {vector_codes.CODES} WHERE code MATCH vec_bit(?) AND k = {int(per_partition)}"
+            f"SELECT chunk_id FROM {schema.CODES} WHERE code MATCH vec_bit(?) AND k = {int(per_partition)}"
             " AND part = ?", (code, part))]
     rows = conn.execute(
-        f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {vector_codes.FLOATS}"
+        f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {schema.FLOATS}"
         f" WHERE chunk_id IN (SELECT value FROM json_each(?)) ORDER BY d, chunk_id LIMIT {int(k)}",
         (to_blob(vector), json.dumps(candidates)),
     ).fetchall()

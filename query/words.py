@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import Settings
-from pipeline import db
-from query.reader import Reader, open_reader
+from pipeline import db, schema
+from pipeline.db import Connection
+from pipeline.text import is_cjk
+from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Reader, borrowed_reader
+from query.terms import quote
 
 SHORT_LIST = 20
 BULK_COUNTS = 200
@@ -25,32 +28,25 @@ RELATED_MAX = 20
 _STEM_CACHE_MAX = 200_000
 
 STATUS_OK = "ok"
-STATUS_NOT_BUILT = "index_not_built"
 STATUS_CORPUS_EMPTY = "corpus_empty"
 STATUS_PATTERN_INVALID = "pattern_invalid"
 
-NOTE_NOT_BUILT = "no index has been built yet; run `knowledge index` to build it"
 NOTE_CORPUS_EMPTY = "the index holds no documents, so it has no vocabulary; check knowledge.paths and run `knowledge index`"
-
-_CJK_CHAR = re.compile(
-    "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3131-\u318f\u31a0-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
-)
 
 
 class Stemmer:
     """SQLite's porter tokenizer over a scratch in-memory FTS5 table, with a cache."""
 
     def __init__(self) -> None:
-        self._conn: Any = None
+        self._conn: Connection | None = None
         self._lock = threading.Lock()
         self._cache: dict[str, str] = {}
 
-    def _connection(self) -> Any:
+    def _connection(self) -> Connection:
         if self._conn is None:
             conn = db.memory_connection()
-            conn.execute("CREATE VIRTUAL TABLE scratch USING fts5(w, tokenize='porter unicode61')")
-            conn.execute("CREATE VIRTUAL TABLE scratch_tokens USING fts5vocab(scratch, 'instance')")
+            for statement in schema.STEMMER_DDL:
+                conn.execute(statement)
             self._conn = conn
         return self._conn
 
@@ -64,10 +60,6 @@ class Stemmer:
                     self._cache.clear()
                 self._cache.update(self._compute(missing))
             return {w: self._cache[w] for w in wanted}
-
-    def stem(self, word: str) -> str:
-        """The porter stem of one word."""
-        return self.stems([word])[word]
 
     def _compute(self, words: list[str]) -> dict[str, str]:
         conn = self._connection()
@@ -87,12 +79,7 @@ class Stemmer:
 STEMMER = Stemmer()
 
 
-def is_cjk(text: str) -> bool:
-    """Whether text contains a Chinese, Japanese or Korean character."""
-    return _CJK_CHAR.search(text) is not None
-
-
-def vocabulary(conn: Any) -> list[str]:
+def vocabulary(conn: Connection) -> list[str]:
     """Every word of the exact table, sorted; single characters only when CJK."""
     rows = conn.execute("SELECT term FROM chunks_vocab ORDER BY term").fetchall()
     return [str(t) for (t,) in rows if len(t) >= 2 or is_cjk(t)]
@@ -105,7 +92,7 @@ def _prefix_for(stem: str) -> str:
     return stem[: max(1, keep)]
 
 
-def related_forms(conn: Any, stem: str, limit: int = RELATED_MAX) -> list[str]:
+def related_forms(conn: Connection, stem: str, limit: int = RELATED_MAX) -> list[str]:
     """Words of the index whose porter stem is stem (at most limit, sorted)."""
     if not stem or " " in stem:
         return []
@@ -119,12 +106,7 @@ def related_forms(conn: Any, stem: str, limit: int = RELATED_MAX) -> list[str]:
     return [w for w in candidates if stems[w] == stem][:limit]
 
 
-def fts_phrase(text: str) -> str:
-    """text as one quoted FTS5 string (internal quotes doubled): no query syntax survives."""
-    return '"' + text.replace('"', '""') + '"'
-
-
-def document_count(conn: Any, table: str, expression: str) -> int:
+def document_count(conn: Connection, table: str, expression: str) -> int:
     """Documents with at least one chunk matching an FTS5 expression in table."""
     row = conn.execute(
         f"SELECT count(DISTINCT c.document_id) FROM {table} f JOIN chunks c ON c.id = f.rowid"
@@ -134,7 +116,7 @@ def document_count(conn: Any, table: str, expression: str) -> int:
     return int(row[0])
 
 
-def document_counts(conn: Any, words: list[str], stems: dict[str, str]) -> dict[str, tuple[int, int]]:
+def document_counts(conn: Connection, words: list[str], stems: dict[str, str]) -> dict[str, tuple[int, int]]:
     """(as written, any form) document counts per word; one pass over the index for long lists."""
     if len(words) <= BULK_COUNTS:
         any_form: dict[str, int] = {}
@@ -142,22 +124,17 @@ def document_counts(conn: Any, words: list[str], stems: dict[str, str]) -> dict[
         for word in words:
             stem = stems[word]
             if stem not in any_form:
-                any_form[stem] = document_count(conn, "chunks_fts", fts_phrase(word))
-            out[word] = (document_count(conn, "chunks_fts_exact", fts_phrase(word)), any_form[stem])
+                any_form[stem] = document_count(conn, "chunks_fts", quote(word))
+            out[word] = (document_count(conn, "chunks_fts_exact", quote(word)), any_form[stem])
         return out
     exact = _bulk_counts(conn, "chunks_fts_exact")
     stemmed = _bulk_counts(conn, "chunks_fts")
     return {w: (exact.get(w, 0), stemmed.get(stems[w], 0)) for w in words}
 
 
-def _bulk_counts(conn: Any, table: str) -> dict[str, int]:
-    """Documents per token of table, from its instance vocabulary (a temp table on this connection)."""
-    view = f"temp.{table}_instances"
-    conn.execute("PRAGMA query_only = OFF")
-    try:
-        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {view} USING fts5vocab(main, {table}, 'instance')")
-    finally:
-        conn.execute("PRAGMA query_only = ON")
+def _bulk_counts(conn: Connection, table: str) -> dict[str, int]:
+    """Documents per token of table, from its instance vocabulary (a temp view every Reader has)."""
+    view = schema.INSTANCES[table]
     doc_of = dict(conn.execute("SELECT id, document_id FROM chunks").fetchall())
     counts: dict[str, int] = {}
     current: str | None = None
@@ -232,11 +209,9 @@ def list_words(
             regex = re.compile(pattern, re.IGNORECASE) if pattern else None
     except (re.error, OverflowError, RecursionError) as exc:
         return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
-    own = reader is None
-    reader = reader or open_reader(settings)
-    if reader is None:
-        return WordsResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, pattern)
-    try:
+    with borrowed_reader(settings, reader) as reader:
+        if reader is None:
+            return WordsResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, pattern)
         if reader.document_count() == 0:
             return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)
@@ -250,9 +225,6 @@ def list_words(
             infos = [WordInfo(w, stems[w], *by_word[w]) for w in selected]
         note = None if selected else f"no word of the index matches {pattern!r}"
         return WordsResult(STATUS_OK, note, pattern, infos, len(vocab))
-    finally:
-        if own:
-            reader.close()
 
 
 def by_counts(words: list[WordInfo]) -> list[WordInfo]:

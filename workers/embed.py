@@ -230,7 +230,7 @@ class _StoredVectors:
     def __enter__(self) -> _StoredVectors:
         if self.enabled and self.path.is_file():
             try:
-                self.conn = db.open_reader(self.path)
+                self.conn = db.connect_readonly(self.path)
             except Exception:  # noqa: BLE001 - no reuse is always correct, only slower
                 self.conn = None
         return self

@@ -77,7 +77,7 @@ def read_stored(settings: Settings) -> dict[str, StoredStat]:
     """The store's fingerprints, read-only (empty when there is no index yet)."""
     if not settings.db_path.is_file():
         return {}
-    conn = db.open_reader(settings.db_path)
+    conn = db.connect_readonly(settings.db_path)
     try:
         if "documents" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}:
             return {}

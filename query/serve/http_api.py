@@ -27,7 +27,7 @@ from config.settings import Settings
 from query import tools
 from query.citations import CitationMapper
 from query.enumerate import enumerate_documents, to_json
-from query.reader import open_reader
+from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Reader, open_reader
 from query.serve.mcp_server import build_server
 from query.tier import tier_line
 
@@ -179,13 +179,13 @@ class JsonApi:
             row["mapped"] = mapper.map_document(row["path"]) if mapper.configured else None
         return rows
 
-    def _with_reader(self, body: Callable[[Any], dict[str, Any]]) -> Response:
+    def _with_reader(self, body: Callable[[Reader], dict[str, Any]]) -> Response:
         try:
             reader = open_reader(self.settings)
         except KnowledgeError as exc:
             return _json({"status": "error", "note": str(exc)}, 500)
         if reader is None:
-            return _json({"status": "index_not_built", "note": "no index has been built yet; run `knowledge index` to build it"})
+            return _json({"status": STATUS_NOT_BUILT, "note": NOTE_NOT_BUILT})
         with reader:
             return _json({"status": "ok", **body(reader)})
 

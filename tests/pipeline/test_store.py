@@ -109,7 +109,7 @@ def test_prune_deletes_only_documents_of_that_root_the_walk_did_not_see(store: S
 
 def test_a_reader_is_read_only(store: Store) -> None:
     store.apply(_doc("docs/a.md", "# A\n\ntext\n"))
-    reader = db.open_reader(store.db_path)
+    reader = db.connect_readonly(store.db_path)
     with pytest.raises(db.DatabaseError):
         reader.execute("DELETE FROM documents")
     reader.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import vector_codes, vectors
+from pipeline import schema, vector_codes, vectors
 from pipeline.chunker import chunk_text
 from pipeline.models import Document
 from pipeline.store import Store
@@ -46,13 +46,13 @@ def _chunk_ids(store: Store) -> list[int]:
 
 def _assert_in_step(store: Store) -> None:
     chunks = _chunk_ids(store)
-    assert _ids(store, vectors.TABLE) == chunks
-    assert _ids(store, vector_codes.CODES) == chunks
-    assert _ids(store, vector_codes.FLOATS) == chunks
-    floats = dict(store.conn.execute(f"SELECT chunk_id, embedding FROM {vector_codes.FLOATS}"))
-    for cid, blob in store.conn.execute(f"SELECT chunk_id, embedding FROM {vectors.TABLE}"):
+    assert _ids(store, schema.VECTORS) == chunks
+    assert _ids(store, schema.CODES) == chunks
+    assert _ids(store, schema.FLOATS) == chunks
+    floats = dict(store.conn.execute(f"SELECT chunk_id, embedding FROM {schema.FLOATS}"))
+    for cid, blob in store.conn.execute(f"SELECT chunk_id, embedding FROM {schema.VECTORS}"):
         assert floats[cid] == blob
-    for cid, part, code in store.conn.execute(f"SELECT chunk_id, part, code FROM {vector_codes.CODES}"):
+    for cid, part, code in store.conn.execute(f"SELECT chunk_id, part, code FROM {schema.CODES}"):
         assert part == cid % vector_codes.PARTITIONS
         assert code == vector_codes.encode(vectors.from_blob(floats[cid]))
 
@@ -98,7 +98,7 @@ def test_updated_and_removed_documents_leave_no_orphan_codes_or_copies(store: St
     store.remove(["docs/a.md"])
     _assert_in_step(store)
     store.remove(["docs/b.md"])
-    assert _ids(store, vector_codes.CODES) == [] and _ids(store, vector_codes.FLOATS) == []
+    assert _ids(store, schema.CODES) == [] and _ids(store, schema.FLOATS) == []
 
 
 def test_a_failed_document_writes_no_code_either(store: Store) -> None:
@@ -113,10 +113,10 @@ def test_a_failed_document_writes_no_code_either(store: Store) -> None:
 
 def test_a_store_written_before_the_companions_gets_them_filled_by_the_next_install(store: Store) -> None:
     with store.transaction() as conn:
-        vector_codes.drop(conn)  # the shape of a store written by an earlier knowledge
+        schema.drop_vector_codes(conn)  # the shape of a store written by an earlier knowledge
     store.apply(_doc("docs/a.md", 4))
     assert not vector_codes.ready(store.conn)
-    assert _ids(store, vectors.TABLE) == _chunk_ids(store)
+    assert _ids(store, schema.VECTORS) == _chunk_ids(store)
     with store.transaction() as conn:
         assert vectors.install(conn, IDENTITY) is False  # the vectors stay, the companions are built
     assert vector_codes.ready(store.conn)
@@ -127,10 +127,10 @@ def test_companions_of_another_encoding_are_rebuilt_not_written_to(store: Store)
     store.apply(_doc("docs/a.md", 3))
     with store.transaction() as conn:
         conn.execute("UPDATE meta SET value = 'thermometer-8-step0.25-partitions4' WHERE key = ?",
-                     (vector_codes.META_KEY,))
+                     (schema.VECTOR_CODES_KEY,))
     assert not vector_codes.ready(store.conn)
     store.apply(_doc("docs/b.md", 2))  # written to chunks_vec only
-    assert len(_ids(store, vector_codes.CODES)) == 3
+    assert len(_ids(store, schema.CODES)) == 3
     with store.transaction() as conn:
         vectors.install(conn, IDENTITY)
     assert vector_codes.ready(store.conn)
@@ -143,6 +143,6 @@ def test_another_identity_recreates_the_companions_empty_at_its_dimension(store:
     with store.transaction() as conn:
         assert vectors.install(conn, other) is True
     assert vector_codes.ready(store.conn)
-    assert _ids(store, vector_codes.CODES) == [] and _ids(store, vector_codes.FLOATS) == []
-    sql = store.conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (vector_codes.CODES,)).fetchone()[0]
+    assert _ids(store, schema.CODES) == [] and _ids(store, schema.FLOATS) == []
+    sql = store.conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (schema.CODES,)).fetchone()[0]
     assert f"bit[{vector_codes.code_bits(6)}]" in sql

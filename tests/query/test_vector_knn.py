@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import db, vector_codes, vectors
+from pipeline import db, schema, vector_codes, vectors
 from pipeline.chunker import chunk_text
 from pipeline.models import Document
 from pipeline.store import Store
@@ -65,7 +65,7 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def reader(store_path: Path) -> Iterator[Any]:
-    conn = db.open_reader(store_path)
+    conn = db.connect_readonly(store_path)
     yield conn
     conn.close()
 
@@ -100,11 +100,11 @@ def test_knn_uses_the_companions_on_a_large_store_and_brute_force_on_a_small_one
     # Fault injection: one chunk's float copy disagrees with chunks_vec, so the two paths differ.
     writer = db.open_writer(store_path)
     nearest = knn_exact(writer, QUERY, 1)[0][0]
-    writer.execute(f"UPDATE {vector_codes.FLOATS} SET embedding = ? WHERE chunk_id = ?",
+    writer.execute(f"UPDATE {schema.FLOATS} SET embedding = ? WHERE chunk_id = ?",
                    (vectors.to_blob([-x for x in QUERY]), nearest))
     writer.commit()
     writer.close()
-    conn = db.open_reader(store_path)
+    conn = db.connect_readonly(store_path)
     try:
         assert knn(conn, QUERY, 5)[0][0] == nearest  # 300 chunks: under EXACT_BELOW, brute force
         assert knn(conn, QUERY, 5, exact_below=0)[0][0] != nearest  # the quantised path answered
@@ -116,10 +116,10 @@ def test_knn_uses_the_companions_on_a_large_store_and_brute_force_on_a_small_one
 def test_a_store_without_the_companions_falls_back_to_exact_knn(store_path: Path) -> None:
     writer = db.open_writer(store_path)
     writer.execute("BEGIN IMMEDIATE")
-    vector_codes.drop(writer)
+    schema.drop_vector_codes(writer)
     writer.execute("COMMIT")
     writer.close()
-    conn = db.open_reader(store_path)
+    conn = db.connect_readonly(store_path)
     try:
         assert not vector_codes.ready(conn)
         _same(knn(conn, QUERY, 20, exact_below=0), knn_exact(conn, QUERY, 20))

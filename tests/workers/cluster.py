@@ -196,7 +196,7 @@ def children_of(pid: int) -> list[int]:
 
 def store_rows(db_path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Every document (without index times) and chunk, keyed by path, in a stable order."""
-    conn = db.open_reader(db_path)
+    conn = db.connect_readonly(db_path)
     try:
         docs = conn.execute(
             "SELECT path, root, source, title, sha256, size, mtime_ns, chunk_count FROM documents ORDER BY path"

@@ -82,7 +82,7 @@ def _search_results(base: Path) -> list[list[tuple[float, str]]]:
     settings = settings_from_mapping({}, store_base=base)
     for q in QUERIES[:2]:
         assert search(settings, q, 10).hits, q  # the whole query path answers
-    conn = db.open_reader(settings.db_path)
+    conn = db.connect_readonly(settings.db_path)
     try:
         rankings = []
         for q in QUERIES:

@@ -38,7 +38,7 @@ def small_files(workdir: Path, count: int) -> None:
 
 def stored(settings: Settings) -> dict[tuple[str, int], list[float]]:
     """Every stored vector by (path, ordinal)."""
-    conn = db.open_reader(settings.db_path)
+    conn = db.connect_readonly(settings.db_path)
     try:
         rows = conn.execute(
             "SELECT d.path, c.ordinal, v.embedding FROM chunks c JOIN documents d ON d.id = c.document_id"
@@ -50,7 +50,7 @@ def stored(settings: Settings) -> dict[tuple[str, int], list[float]]:
 
 
 def chunk_rows(settings: Settings) -> list[tuple[str, int, str, str]]:
-    conn = db.open_reader(settings.db_path)
+    conn = db.connect_readonly(settings.db_path)
     try:
         return conn.execute(
             "SELECT d.path, c.ordinal, c.heading_path, c.body FROM chunks c JOIN documents d ON d.id = c.document_id"
@@ -211,7 +211,7 @@ def test_a_model_change_is_refused_until_reindex_rebuilds_the_vectors(workdir: P
         index(renamed)
     assert stored(renamed) == before
     assert index(renamed, reindex=True).counts["updated"] == 4
-    conn = db.open_reader(renamed.db_path)
+    conn = db.connect_readonly(renamed.db_path)
     try:
         assert vectors.pinned_identity(dict(conn.execute("SELECT key, value FROM meta"))).model == "hashed-bow-v2"
     finally:
@@ -232,7 +232,7 @@ def test_a_lexical_only_run_creates_no_vector_table(workdir: Path, make_settings
     small_files(workdir, 2)
     settings = make_settings(paths=["docs"])
     index(settings)
-    conn = db.open_reader(settings.db_path)
+    conn = db.connect_readonly(settings.db_path)
     try:
         assert not vectors.has_table(conn)
     finally:

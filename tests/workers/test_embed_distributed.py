@@ -48,7 +48,7 @@ def cluster(tmp_path: Path, server: EmbedServer) -> Iterator[Cluster]:
 
 def assert_every_chunk_has_its_own_vector(base: Path) -> int:
     settings = settings_from_mapping({}, store_base=base)
-    conn = db.open_reader(settings.db_path)
+    conn = db.connect_readonly(settings.db_path)
     try:
         rows = conn.execute(
             "SELECT c.heading_path, c.body, v.embedding FROM chunks c LEFT JOIN chunks_vec v ON v.chunk_id = c.id"

@@ -138,7 +138,7 @@ def test_pages_get_vectors_like_files_and_an_unchanged_page_needs_no_new_ones(
         settings = make_settings(urls=[guide, notes], embeddings={"base_url": server.base_url, "model": "m"})
         first = index(settings)
         assert (first.counts.get("added"), first.counts.get("failed", 0)) == (2, 0)
-        conn = db.open_reader(settings.db_path)
+        conn = db.connect_readonly(settings.db_path)
         try:
             vectors, chunks = conn.execute("SELECT (SELECT count(*) FROM chunks_vec), count(*) FROM chunks").fetchone()
         finally:
