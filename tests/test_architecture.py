@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import importlib
 import subprocess
 import sys
@@ -128,3 +129,19 @@ def test_no_module_imports_run_in_a_circle() -> None:
         if name not in state:
             visit(name, [name])
 
+
+# SQL that defines the store's shape or reads its catalogue and meta table, and a reader turning writable.
+_SCHEMA_SQL = re.compile(
+    r"\b(CREATE|DROP)\s+(TABLE|VIRTUAL\s+TABLE|TRIGGER|INDEX|VIEW)\b|\bsqlite_master\b|\b(FROM|INTO)\s+meta\b"
+    r"|query_only\s*=\s*OFF",
+    re.IGNORECASE,
+)
+
+
+def test_only_the_schema_module_defines_the_store_or_reads_its_catalogue_and_meta() -> None:
+    owner = ROOT / "pipeline" / "schema.py"
+    for package in PACKAGES:
+        for path in _modules(package):
+            if path != owner:
+                found = _SCHEMA_SQL.search(path.read_text(encoding="utf-8"))
+                assert found is None, f"{path.relative_to(ROOT)} has {found.group()!r}: ask pipeline/schema.py"

@@ -20,7 +20,7 @@ from config.errors import UsageError
 from config.observability import tracer
 from config.settings import Settings
 from config.urls import looks_like_url, normalize_urls
-from pipeline import db, vectors
+from pipeline import db, schema, vectors
 from pipeline.embeddings import Probe
 from pipeline.fingerprint import StoredStat, classify
 from pipeline.lock import WriteLock
@@ -79,7 +79,7 @@ def read_stored(settings: Settings) -> dict[str, StoredStat]:
         return {}
     conn = db.connect_readonly(settings.db_path)
     try:
-        if "documents" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}:
+        if not schema.exists(conn, "documents"):
             return {}
         return stored_stats(conn)
     finally:
