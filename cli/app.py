@@ -9,8 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
@@ -21,8 +20,6 @@ from config.settings import Settings
 from query.reader import Reader
 from query.terminal import clean
 from query.tier import tier_line
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Context:

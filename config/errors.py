@@ -6,7 +6,6 @@ turns any of them into a one-line message and the exit code carried by the class
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_BUSY = 75

@@ -48,11 +48,6 @@ class WriteLock:
             os.close(self._fd)
             self._fd = None
 
-    @property
-    def held(self) -> bool:
-        """True while this object holds the lock."""
-        return self._fd is not None
-
     def __enter__(self) -> WriteLock:
         self.acquire()
         return self

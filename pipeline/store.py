@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from pipeline.models import Document
 
 def _now() -> tuple[str, int]:
     ns = time.time_ns()
-    stamp = datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    stamp = datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     return stamp, ns
 
 
@@ -116,7 +116,3 @@ class Store:
         """Delete the documents of root that the (complete) walk did not see."""
         rows = self.conn.execute("SELECT path FROM documents WHERE root = ?", (root,)).fetchall()
         return self.remove(sorted(path for (path,) in rows if path not in seen))
-
-    def document_count(self) -> int:
-        """Number of documents stored."""
-        return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
