@@ -245,7 +245,8 @@ def render(args: argparse.Namespace, stats: Any, rows: list[dict[str, Any]], ove
     ]
     for i, row in enumerate(rows, 1):
         e, d = row["embedded"], row["distributed"]
-        lines.append(f"| first run #{i} | {e['seconds']:.1f} s | {d['seconds']:.1f} s | {d['seconds'] / e['seconds']:.2f} |")
+        ratio = d["seconds"] / e["seconds"]
+        lines.append(f"| first run #{i} | {e['seconds']:.1f} s | {d['seconds']:.1f} s | {ratio:.2f} |")
     lines.append(f"| best first run | {best_e:.1f} s ({files / best_e:.0f} files/s) | {best_d:.1f} s "
                  f"({files / best_d:.0f} files/s) | {best_d / best_e:.2f} |")
     med_e = statistics.median(r["seconds"] for r in emb)

@@ -121,7 +121,8 @@ def run_pipeline(url: str, docs: Path, store: Path, concurrency: int, workers: i
         "files": data["files"], "chunks": data["chunks"], "failed": data["failed"], "wall_s": round(wall, 2),
         "requests": requests, "inputs": inputs, "mean_inputs_per_request": round(inputs / max(requests, 1), 2),
         "requests_per_s": round(requests / wall, 3), "chunks_per_s": round(inputs / wall, 2),
-        "server_busy_s": round(stats["busy_seconds"], 2), "server_busy_fraction": round(stats["busy_seconds"] / wall, 4),
+        "server_busy_s": round(stats["busy_seconds"], 2),
+        "server_busy_fraction": round(stats["busy_seconds"] / wall, 4),
         "pipeline_cpu_s": round(cpu, 2),  # this process's own CPU (ingest, HTTP, JSON, SQLite), taken from torch
     }
 

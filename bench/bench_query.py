@@ -57,10 +57,7 @@ sys.path.insert(0, str(BENCH))
 from corpus import generate  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402
-from config.settings import (
-    EmbeddingsSettings,  # noqa: E402
-    Settings,  # noqa: E402
-)
+from config.settings import EmbeddingsSettings, Settings  # noqa: E402
 from pipeline import db, schema, vector_codes, vectors  # noqa: E402
 from pipeline.embeddings import EmbeddingsClient, document_text  # noqa: E402
 from query import search as search_module  # noqa: E402
@@ -147,7 +144,8 @@ def add_vectors(db_path: Path, seed: int, embed_url: str | None = None) -> None:
     conn = db.open_writer(db_path)
     try:
         meta = schema.read_meta(conn)
-        if vectors.has_table(conn) and vector_codes.ready(conn) and (embed_url is not None) == (meta.get(schema.MODEL_KEY) != MODEL):
+        same_source = (embed_url is not None) == (meta.get(schema.MODEL_KEY) != MODEL)
+        if vectors.has_table(conn) and vector_codes.ready(conn) and same_source:
             have = conn.execute(f"SELECT count(*) FROM {schema.VECTORS}").fetchone()[0]
             if have == conn.execute("SELECT count(*) FROM chunks").fetchone()[0]:
                 return
@@ -181,7 +179,9 @@ def sample_queries(settings: Settings, n: int, seed: int) -> list[str]:
         for _ in range(n * 20):
             if len(queries) >= n:
                 break
-            row = reader.conn.execute("SELECT body FROM chunks WHERE id >= ? LIMIT 1", (rng.randint(1, top),)).fetchone()
+            row = reader.conn.execute(
+                "SELECT body FROM chunks WHERE id >= ? LIMIT 1", (rng.randint(1, top),)
+            ).fetchone()
             words = [w for w in row[0].split() if w.isalpha() and len(w) > 2]
             if len(words) < 4:
                 continue
@@ -209,7 +209,9 @@ def measure_search(base: Path, queries: list[str], embedded: dict[str, list[floa
     lexical = settings_from_mapping({}, store_base=base)
     with Reader(lexical) as reader:
         model = reader.meta["model"]
-    hybrid = settings_from_mapping({"embeddings": {"base_url": "http://127.0.0.1:9/v1", "model": model}}, store_base=base)
+    hybrid = settings_from_mapping(
+        {"embeddings": {"base_url": "http://127.0.0.1:9/v1", "model": model}}, store_base=base
+    )
     fixed = unit_vectors(1, 7)[0]
     original = search_module.embed_query
     search_module.embed_query = lambda settings, identity, text: (embedded or {}).get(text, fixed)  # type: ignore[assignment]
@@ -302,7 +304,10 @@ def measure_mcp(base: Path, queries: list[str], workdir: Path) -> dict[str, Any]
                 samples.append(time.perf_counter() - start)
             return percentiles(samples)
 
-        return {"knowledge_search": await call("knowledge_search"), "knowledge_enumerate": await call("knowledge_enumerate")}
+        return {
+            "knowledge_search": await call("knowledge_search"),
+            "knowledge_enumerate": await call("knowledge_enumerate"),
+        }
 
     async def over_stdio() -> dict[str, Any]:
         params = StdioServerParameters(command=KNOWLEDGE, args=["--config", str(config), "mcp"], cwd=str(workdir))

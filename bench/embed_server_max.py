@@ -128,7 +128,9 @@ def measure(url: str, duration: float, batch: int, concurrency: int, chunk_bytes
         "latency_p95_s": round(latencies[min(n - 1, int(n * 0.95))], 3) if n else None,
         "server_busy_s": stats["busy_seconds"],
         "server_busy_fraction": round(stats["busy_seconds"] / wall, 4),
-        "server_chunks_per_busy_s": round(stats["inputs"] / stats["busy_seconds"], 2) if stats["busy_seconds"] else None,
+        "server_chunks_per_busy_s": (
+            round(stats["inputs"] / stats["busy_seconds"], 2) if stats["busy_seconds"] else None
+        ),
         "failures": failures,
     }
 

@@ -30,7 +30,7 @@ def child_argv(obj: Context, threads: int) -> list[str]:
         argv += ["--config", obj.config]
     if obj.store_dir:
         argv += ["--store-dir", obj.store_dir]
-    return argv + ["worker", "--processes", "1", "--threads", str(threads)]
+    return [*argv, "worker", "--processes", "1", "--threads", str(threads)]
 
 
 @cli.command("worker")

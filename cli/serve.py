@@ -22,7 +22,8 @@ def mcp_command(obj: Context) -> None:
 
 @cli.command("serve")
 @click.option("--host", default=None, help="Address to bind (default knowledge.expose.mcp.host, 127.0.0.1).")
-@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to bind (default knowledge.expose.mcp.port).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port to bind (default knowledge.expose.mcp.port).")
 @pass_context
 def serve_command(obj: Context, host: str | None, port: int | None) -> None:
     """Serve MCP over streamable HTTP at /mcp and the JSON API at /v1 on one port."""

@@ -203,7 +203,9 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
     if settings.workers < 1 or settings.batch_files < 1:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
     if settings.broker is not None and not settings.broker.url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"{where}: knowledge.broker.url must look like redis://host:port/db, got {settings.broker.url!r}")
+        raise ConfigError(
+            f"{where}: knowledge.broker.url must look like redis://host:port/db, got {settings.broker.url!r}"
+        )
     emb = settings.embeddings
     if emb is not None:
         if not emb.base_url.startswith(("http://", "https://")):

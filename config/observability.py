@@ -10,6 +10,7 @@ named by KNOWLEDGE_TRACE_FILE so spans from subprocesses can be collected.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -37,10 +38,8 @@ class _CurrentStderr:
             return 0
 
     def flush(self) -> None:
-        try:
+        with contextlib.suppress(ValueError, BrokenPipeError):
             sys.stderr.flush()
-        except (ValueError, BrokenPipeError):
-            pass
 
     def isatty(self) -> bool:
         return sys.stderr.isatty()

@@ -14,8 +14,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from pipeline.text import cjk_runs
 from pipeline.models import Chunk
+from pipeline.text import cjk_runs
 
 TARGET = 1200
 HARD_LIMIT = 1500

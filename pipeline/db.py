@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+
 import pysqlite3.dbapi2 as sqlite
 import sqlite_vec
 

@@ -85,7 +85,8 @@ class Store:
                     (*values, doc_id),
                 )
             conn.executemany(
-                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk) for c in doc.chunks],
             )
             if self.vector_hook is not None:

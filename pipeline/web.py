@@ -19,8 +19,8 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
-from datetime import datetime, timezone
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -113,7 +113,7 @@ def fetch(client: httpx.Client, url: str, if_modified_since_ns: int = 0) -> Resp
     """GET url, following up to MAX_REDIRECTS http(s) redirects; None on 304 Not Modified."""
     headers = {"Accept": "text/html, application/xhtml+xml, text/markdown, text/plain;q=0.9, */*;q=0.1"}
     if if_modified_since_ns > 0:
-        stamp = datetime.fromtimestamp(if_modified_since_ns / 1e9, tz=timezone.utc)
+        stamp = datetime.fromtimestamp(if_modified_since_ns / 1e9, tz=UTC)
         headers["If-Modified-Since"] = format_datetime(stamp, usegmt=True)
     deadline = time.monotonic() + TOTAL_SECONDS
     current = url
@@ -223,7 +223,7 @@ def _last_modified_ns(value: str | None) -> int:
     except (TypeError, ValueError, IndexError):
         return 0
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
+        stamp = stamp.replace(tzinfo=UTC)
     return max(0, int(stamp.timestamp())) * 1_000_000_000
 
 

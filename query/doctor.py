@@ -111,8 +111,8 @@ def _store(settings: Settings) -> tuple[dict[str, str] | None, list[Check]]:
         schema.check(conn, path)
         meta = schema.read_meta(conn)
         docs, chunks = conn.execute("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents").fetchone()
-        store = Check("store", OK, f"{path}: format {meta.get(schema.FORMAT_VERSION_KEY)}, {docs} documents, {chunks} sections",
-                      True)
+        version = meta.get(schema.FORMAT_VERSION_KEY)
+        store = Check("store", OK, f"{path}: format {version}, {docs} documents, {chunks} sections", True)
         mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
         wal = Check("wal", OK if mode == "wal" else WARN,
                     "journal_mode=wal: readers never block the writer" if mode == "wal"

@@ -26,7 +26,7 @@ def search_ids(conn: Any, query: LexicalQuery, limit: int = FANOUT) -> list[tupl
     porter = _porter_ids(conn, query, limit)
     if not query.cjk:
         return porter
-    rankings = [[cid for cid, _ in porter]] + cjk_rankings(conn, query.cjk, limit)
+    rankings = [[cid for cid, _ in porter], *cjk_rankings(conn, query.cjk, limit)]
     return fuse(rankings, limit)
 
 

@@ -21,7 +21,10 @@ _OPERATORS = {
     "OR": "OR is not supported: match lists the documents holding every term; run one match per alternative",
     "AND": "AND is not needed: every term is already required; write the words side by side, as `api policy`",
     "NOT": "NOT is not supported: write a leading minus to exclude a word, as `api -deprecated`",
-    "NEAR": 'NEAR is not supported: write a quoted phrase for adjacent words, as `"retention policy"`, or the words side by side to require both anywhere in a document',
+    "NEAR": (
+        'NEAR is not supported: write a quoted phrase for adjacent words, as `"retention policy"`, '
+        "or the words side by side to require both anywhere in a document"
+    ),
 }
 _FIELD = re.compile(r"([^\W\d][\w-]*):")
 _UNENCODABLE = re.compile("[\ud800-\udfff]")
@@ -105,7 +108,9 @@ def parse(text: str) -> ParsedQuery:
         raise QueryError(f"a match query takes at most {MAX_TERMS} terms ({len(raw)} given): match the rarest words, "
                          "or run one match per group of words")
     if raw and all(t.negated for t in raw):
-        raise QueryError("a query of only exclusions has nothing to subtract from: add a word to match, as `api -deprecated`")
+        raise QueryError(
+            "a query of only exclusions has nothing to subtract from: add a word to match, as `api -deprecated`"
+        )
     return _split_and_drop(raw)
 
 

@@ -64,7 +64,7 @@ def build_query(text: str) -> LexicalQuery:
 
 
 def trigrams(runs: tuple[str, ...] | list[str]) -> list[str]:
-    """The distinct trigrams of runs of 3+ characters (at most MAX_TERMS), so an unsegmented sentence finds its words."""
+    """The distinct trigrams of runs of 3+ characters (at most MAX_TERMS): an unsegmented sentence finds its words."""
     grams: dict[str, None] = {}
     for run in runs:
         for i in range(len(run) - TRIGRAM + 1):

@@ -186,7 +186,9 @@ def exposure(settings: Settings, registry: dict[str, ToolSpec] | None = None) ->
         spec = registry.get(name)
         if spec is None:
             known = ", ".join(n for n, s in registry.items() if s.servable and s.read_only)
-            warnings.append(f"expose.mcp.builtins names {name!r}, which is not a servable tool (servable: {known}); ignored")
+            warnings.append(
+                f"expose.mcp.builtins names {name!r}, which is not a servable tool (servable: {known}); ignored"
+            )
         elif not (spec.servable and spec.read_only):
             warnings.append(f"{name} does not declare MCP exposure and is never served; ignored")
         else:

@@ -20,8 +20,8 @@ from dataclasses import replace
 from config.errors import VectorIdentityMismatch
 from config.settings import EmbeddingsSettings
 from pipeline import schema, vector_codes
-from pipeline.embeddings import EmbeddingsClient, RetryPolicy
 from pipeline.db import Connection
+from pipeline.embeddings import EmbeddingsClient, RetryPolicy
 from pipeline.vectors import (
     VectorIdentity,
     check_identity,
@@ -58,7 +58,9 @@ def embed_query(settings: EmbeddingsSettings, identity: VectorIdentity, text: st
         return client.embed_query(text)
 
 
-def knn(conn: Connection, vector: list[float], k: int = KNN_K, exact_below: int | None = None) -> list[tuple[int, float]]:
+def knn(
+    conn: Connection, vector: list[float], k: int = KNN_K, exact_below: int | None = None
+) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) of the k nearest chunks, nearest first (ties to the smaller id).
 
     Exact on stores under `exact_below` (default EXACT_BELOW) chunk ids or without the quantised

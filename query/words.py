@@ -31,7 +31,9 @@ STATUS_OK = "ok"
 STATUS_CORPUS_EMPTY = "corpus_empty"
 STATUS_PATTERN_INVALID = "pattern_invalid"
 
-NOTE_CORPUS_EMPTY = "the index holds no documents, so it has no vocabulary; check knowledge.paths and run `knowledge index`"
+NOTE_CORPUS_EMPTY = (
+    "the index holds no documents, so it has no vocabulary; check knowledge.paths and run `knowledge index`"
+)
 
 
 class Stemmer:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ast
-import re
 import importlib
+import re
 import subprocess
 import sys
 import tomllib
@@ -32,7 +32,9 @@ def _modules(package: str) -> list[Path]:
 
 def test_pyproject_lists_the_five_packages_and_their_subpackages_explicitly() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    found = {str(p.parent.relative_to(ROOT)).replace("/", ".") for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")}
+    found = {
+        str(p.parent.relative_to(ROOT)).replace("/", ".") for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")
+    }
     assert sorted(data["tool"]["setuptools"]["packages"]) == sorted(found)
     assert set(PACKAGES) <= found
     assert data["project"]["name"] == "knowledge-pipeline"
@@ -120,9 +122,9 @@ def test_no_module_imports_run_in_a_circle() -> None:
         state[name] = 1
         for dep in graph[name]:
             if state.get(dep) == 1:
-                raise AssertionError("import circle: " + " -> ".join(trail[trail.index(dep):] + [dep]))
+                raise AssertionError("import circle: " + " -> ".join([*trail[trail.index(dep):], dep]))
             if dep not in state:
-                visit(dep, trail + [dep])
+                visit(dep, [*trail, dep])
         state[name] = 2
 
     for name in sorted(graph):

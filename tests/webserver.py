@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -43,11 +44,11 @@ class WebSite:
                 if page.delay:
                     time.sleep(page.delay)
                 since = self.headers.get("If-Modified-Since")
-                if page.last_modified is not None and since:
-                    if parsedate_to_datetime(since).timestamp() >= int(page.last_modified):
-                        self.send_response(304)
-                        self.end_headers()
-                        return
+                if (page.last_modified is not None and since
+                        and parsedate_to_datetime(since).timestamp() >= int(page.last_modified)):
+                    self.send_response(304)
+                    self.end_headers()
+                    return
                 self.send_response(page.status)
                 if page.content_type is not None:
                     self.send_header("Content-Type", page.content_type)
@@ -58,10 +59,8 @@ class WebSite:
                 if page.send_length:
                     self.send_header("Content-Length", str(len(page.body)))
                 self.end_headers()
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(page.body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -90,9 +90,11 @@ class Guard:
         headers = Headers(scope=scope)
         refusal: Response | None = None
         if not self.host_allowed(headers.get("host")):
-            refusal = _refuse(421, "host_refused", "the Host header names no address this server answers to; add it to knowledge.expose.mcp.allowed_hosts")
+            refusal = _refuse(421, "host_refused", "the Host header names no address this server answers to; "
+                                                    "add it to knowledge.expose.mcp.allowed_hosts")
         elif not self.origin_allowed(headers.get("origin")):
-            refusal = _refuse(403, "origin_refused", "browser origins are refused unless listed in knowledge.expose.mcp.allowed_origins")
+            refusal = _refuse(403, "origin_refused",
+                              "browser origins are refused unless listed in knowledge.expose.mcp.allowed_origins")
         elif scope.get("path") not in OPEN_PATHS and not self.token_ok(headers.get("authorization")):
             refusal = _refuse(401, "unauthorized", "this server requires `Authorization: Bearer <token>`")
             refusal.headers["WWW-Authenticate"] = "Bearer"
@@ -229,7 +231,8 @@ def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
         print(f"knowledge: warning: {message}", file=sys.stderr, flush=True)
 
     if token is None and host_name(host) not in LOOPBACK_NAMES:
-        warn(f"serving on {host} without a bearer token: anyone who reaches the port reads the index; set knowledge.expose.mcp.token_env")
+        warn(f"serving on {host} without a bearer token: anyone who reaches the port reads the index; "
+             "set knowledge.expose.mcp.token_env")
     app = build_app(settings, host, token, warn)
     shown = f"[{host}]" if ":" in host else host
     print(f"knowledge: serving http://{shown}:{port} (MCP at {MCP_PATH}, JSON API at /v1)", file=sys.stderr, flush=True)

@@ -67,7 +67,8 @@ def build_server(
         if fn is None:
             say(f"{spec.name} has no MCP binding; not served")
             continue
-        server.add_tool(fn, name=spec.name, description=spec.description, annotations=READ_ONLY, structured_output=False)
+        server.add_tool(fn, name=spec.name, description=spec.description, annotations=READ_ONLY,
+                        structured_output=False)
     return server
 
 

@@ -53,7 +53,8 @@ def test_a_pattern_python_cannot_build_is_rejected_not_crashed(pattern: str) -> 
 def test_an_empty_pattern_is_rejected() -> None:
     message = error_of(rule("", "https://x/"))
     assert message == (
-        'invalid knowledge.citations[0] pattern "": an empty pattern matches every path and leaves every later rule dead'
+        'invalid knowledge.citations[0] pattern "": an empty pattern matches every path '
+        "and leaves every later rule dead"
     )
 
 

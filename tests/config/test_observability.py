@@ -63,7 +63,8 @@ def test_the_otlp_exporter_is_installed_when_an_endpoint_is_set(tmp_path: Path) 
         "configure_tracing('knowledge-worker')\n"
         "p = trace.get_tracer_provider()\n"
         "procs = p._active_span_processor._span_processors\n"
-        "print(type(p).__name__, [type(x.span_exporter).__name__ for x in procs], p.resource.attributes['service.name'])\n"
+        "print(type(p).__name__, [type(x.span_exporter).__name__ for x in procs],"
+        " p.resource.attributes['service.name'])\n"
     )
     env = {"PATH": "/usr/bin:/bin", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,

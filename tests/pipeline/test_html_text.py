@@ -18,7 +18,8 @@ def test_headings_become_atx_headings_and_the_chunker_makes_breadcrumbs() -> Non
 
 
 def test_the_title_comes_from_the_title_element_with_whitespace_collapsed() -> None:
-    assert html_to_text("<html><head><title>\n  The   Guide </title></head><body><h1>X</h1></body>").title == "The Guide"
+    page = "<html><head><title>\n  The   Guide </title></head><body><h1>X</h1></body>"
+    assert html_to_text(page).title == "The Guide"
     assert html_to_text("<h1>No title element</h1>").title is None
     assert html_to_text("<title>   </title><p>x</p>").title is None
 

@@ -79,15 +79,15 @@ def test_redirect_loops_and_redirects_to_other_schemes_are_refused(web_site: Web
     with pytest.raises(FetchError, match="redirected to a file: URL, refused"):
         ingest_url(_job(escape))
     broken = web_site.redirect("/broken", "http://[::1/x")
-    with pytest.raises(FetchError, match="(?i)invalid URL"):
+    with pytest.raises(FetchError, match=r"(?i)invalid URL"):
         ingest_url(_job(broken))
 
 
 def test_http_errors_name_the_status(web_site: WebSite) -> None:
-    with pytest.raises(FetchError, match="^HTTP 404 Not Found$"):
+    with pytest.raises(FetchError, match=r"^HTTP 404 Not Found$"):
         ingest_url(_job(web_site.url("/missing.html")))
     web_site.pages["/boom"] = Page(b"oops", status=503)
-    with pytest.raises(FetchError, match="^HTTP 503"):
+    with pytest.raises(FetchError, match=r"^HTTP 503"):
         ingest_url(_job(web_site.url("/boom")))
 
 
@@ -132,6 +132,8 @@ def test_a_declared_charset_is_honoured(web_site: WebSite) -> None:
 def test_url_jobs_carry_what_the_store_knows_unless_reindexing() -> None:
     stored = {"http://h/a": StoredStat("abc", 10, 5, 7)}
     jobs = url_jobs(["http://h/a", "http://h/b"], stored, reindex=False)
-    assert [j.to_wire() for j in jobs] == [["http://h/a", "http://h/a", 10, 5, "abc"], ["http://h/b", "http://h/b", 0, 0, None]]
+    assert [j.to_wire() for j in jobs] == [
+        ["http://h/a", "http://h/a", 10, 5, "abc"], ["http://h/b", "http://h/b", 0, 0, None]
+    ]
     assert url_jobs(["http://h/a"], stored, reindex=True)[0].stored_sha256 is None
     assert url_jobs(["http://h/a"], stored, reindex=False, backfill={"http://h/a"})[0].stored_sha256 is None

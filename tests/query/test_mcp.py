@@ -87,7 +87,8 @@ def test_stdio_serves_both_read_only_tools_with_statuses_notes_and_framing(tmp_p
         assert "verbatim" in tool.description
     search = out["search"]
     assert search["status"] == "ok" and search["note"] and search["framing"].startswith("Untrusted")
-    assert search["returned"] == 3 and {"citation", "index_ref", "path", "section", "content"} == set(search["results"][0])
+    assert search["returned"] == 3
+    assert {"citation", "index_ref", "path", "section", "content"} == set(search["results"][0])
     enum = out["enumerate"]
     assert (enum["status"], enum["matched"]) == ("ok", 2) and "complete" in enum["note"]
     assert out["bad"][0] is True and out["bad"][1]["status"] == "query_error"
@@ -143,7 +144,8 @@ def http_server(tmp_path: Path, store: Path) -> Iterator[tuple[str, str]]:
     """`knowledge serve` on a free loopback port with a bearer token; yields (base url, token)."""
     port = free_port()
     token = "t0k3n-for-tests"
-    config = write_config(tmp_path, store, expose={"mcp": {"builtins": ["knowledge_search"], "token_env": "KQ_TEST_TOKEN"}})
+    expose = {"mcp": {"builtins": ["knowledge_search"], "token_env": "KQ_TEST_TOKEN"}}
+    config = write_config(tmp_path, store, expose=expose)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")} | {"KQ_TEST_TOKEN": token}
     err = (tmp_path / "serve.err").open("w")
     proc = subprocess.Popen(
@@ -173,7 +175,9 @@ def http_server(tmp_path: Path, store: Path) -> Iterator[tuple[str, str]]:
         err.close()
 
 
-def test_streamable_http_serves_the_allowlisted_tool_behind_the_token(http_server: tuple[str, str], tmp_path: Path) -> None:
+def test_streamable_http_serves_the_allowlisted_tool_behind_the_token(
+    http_server: tuple[str, str], tmp_path: Path
+) -> None:
     base, token = http_server
 
     async def main() -> tuple[list[str], dict[str, Any], Any]:

@@ -101,7 +101,9 @@ def test_serving_one_tool_warns_what_the_caller_loses() -> None:
 
 def test_the_allowlist_never_widens_past_tools_that_declare_themselves_servable() -> None:
     registry = dict(tools.TOOLS)
-    registry["knowledge_index"] = ToolSpec("knowledge_index", "writes", read_only=False, servable=True, call=lambda *a: {})
+    registry["knowledge_index"] = ToolSpec(
+        "knowledge_index", "writes", read_only=False, servable=True, call=lambda *a: {}
+    )
     registry["knowledge_show"] = ToolSpec("knowledge_show", "reads", read_only=True, servable=False, call=lambda *a: {})
     chosen = exposure(settings_with("knowledge_index", "knowledge_show", "knowledge_search", "nonsense"), registry)
     assert chosen.names == ("knowledge_search",)

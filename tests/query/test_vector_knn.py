@@ -87,11 +87,11 @@ def test_quantised_knn_finds_the_exact_top_ten_from_a_fraction_of_the_store(read
 
 def test_with_every_chunk_a_candidate_quantised_knn_is_exactly_the_reference(reader: Any) -> None:
     rng = random.Random(5)
-    for query in [QUERY] + [_random_unit(rng) for _ in range(20)]:
+    for query in [QUERY, *(_random_unit(rng) for _ in range(20))]:
         _same(knn_quantised(reader, query, 50, per_partition=50), knn_exact(reader, query, 50))
-    duplicate = [vectors.from_blob(b) for (b,) in reader.execute(
+    duplicate = vectors.from_blob(reader.execute(
         "SELECT v.embedding FROM chunks_vec v JOIN chunks c ON c.id = v.chunk_id JOIN documents d"
-        " ON d.id = c.document_id WHERE d.path = 'docs/02.md' AND c.ordinal = 7")][0]
+        " ON d.id = c.document_id WHERE d.path = 'docs/02.md' AND c.ordinal = 7").fetchone()[0])
     top = knn_quantised(reader, duplicate, 3)
     assert [d for _, d in top] == [0.0, 0.0, 0.0] and [c for c, _ in top] == sorted(c for c, _ in top)
 

@@ -36,7 +36,7 @@ def test_a_short_list_carries_stem_and_both_document_counts(built) -> None:
         "deprecation": ("deprec", 1, 2),
         "deprecations": ("deprec", 1, 2),
     }
-    assert [w.word for w in words.by_counts(result.words)][0] == "deprecated"
+    assert words.by_counts(result.words)[0].word == "deprecated"
 
 
 def test_the_pattern_is_a_case_insensitive_regex(built) -> None:

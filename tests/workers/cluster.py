@@ -75,7 +75,9 @@ class Cluster:
         """The store's run ledger."""
         return RedisLedger(self.client(), self.namespace)
 
-    def knowledge(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def knowledge(
+        self, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run `knowledge ARGS` to completion (bounded by timeout)."""
         return subprocess.run([*knowledge_bin(), *args], cwd=self.base, env=env or self.env, capture_output=True,
                               text=True, timeout=timeout)

@@ -110,7 +110,9 @@ def _assert_same_store(base: Path, reference: Path) -> None:
     assert _search_results(base) == _search_results(reference)
 
 
-def test_a_distributed_run_builds_exactly_the_embedded_store(cluster: Cluster, corpus: Path, embedded_store: Path) -> None:
+def test_a_distributed_run_builds_exactly_the_embedded_store(
+    cluster: Cluster, corpus: Path, embedded_store: Path
+) -> None:
     cluster.start(workers=2, threads=2)
     result = cluster.knowledge("index", str(corpus), "--json", timeout=150)
     assert result.returncode == 0, result.stderr + cluster.logs()
@@ -306,7 +308,7 @@ def test_redis_lost_mid_run_fails_clearly_and_a_rerun_converges(
         run_id = made.wait_for(lambda: (ledger.recent(1) or [None])[0], 30, "the run").run_id
         made.wait_for(lambda: ledger.summary(run_id).accounted >= 500, 60, "500 files written", poll=0.05)
         private_redis.kill()
-        out, err = index.communicate(timeout=60)
+        _, err = index.communicate(timeout=60)
         assert index.returncode == 1, err
         assert f"lost the broker at {private_redis.url} during run {run_id}" in err
         assert "Re-run `knowledge index`" in err and "Traceback" not in err

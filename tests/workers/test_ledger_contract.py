@@ -66,7 +66,8 @@ def test_finishing_is_claimed_exactly_once(ledger) -> None:
     assert ledger.claim_finish("r1") is False
     ledger.finish("r1", "complete", 2, 10, 40, None)
     summary = ledger.summary("r1")
-    assert (summary.state, summary.removed, summary.files, summary.chunks, summary.error) == ("complete", 2, 10, 40, None)
+    summary_facts = (summary.state, summary.removed, summary.files, summary.chunks, summary.error)
+    assert summary_facts == ("complete", 2, 10, 40, None)
 
 
 def test_recent_lists_runs_newest_first(ledger) -> None:
