@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from typing import Any
 
 import click
 
@@ -46,7 +45,7 @@ def echo_tier(line: str, as_json: bool) -> None:
     click.echo(line, err=as_json)
 
 
-def echo_json(data: Any) -> None:
+def echo_json(data: object) -> None:
     """Print one JSON document on stdout."""
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from cli.app import Context, cli, echo_json, pass_context
 from config.errors import UsageError
 from config.settings import Settings
 from query.terminal import clean
+
+if TYPE_CHECKING:  # workers/ is imported only when a command needs it
+    from workers.ledger import RunSummary
 
 
 def require_broker(settings: Settings, command: str) -> None:
@@ -93,7 +96,7 @@ def runs_command(obj: Context, limit: int, as_json: bool) -> None:
             click.echo(f"    error: {clean(row['error'])}")
 
 
-def run_row(summary: Any, holder: str | None) -> dict[str, Any]:
+def run_row(summary: RunSummary, holder: str | None) -> dict[str, Any]:
     """One run as `knowledge runs --json` prints it."""
     data = summary.to_json()
     started = summary.info.get("started")

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_FAILURE, UsageError
 from query.terminal import clean
+
+if TYPE_CHECKING:  # workers/ and rich are imported only when a run starts or a bar is drawn
+    from rich.progress import Progress, TaskID
+
+    from workers.ledger import RunSummary
 
 
 class ProgressView:
@@ -21,10 +26,9 @@ class ProgressView:
         self.err = as_json
         self.interval = interval
         self._last = time.monotonic()
-        self._bar: Any = None
-        self._task: Any = None
+        self._bar: tuple[Progress, TaskID] | None = None  # the bar and its one task
 
-    def __call__(self, summary: Any) -> None:
+    def __call__(self, summary: RunSummary) -> None:
         if not summary.walked:
             return
         if self.interactive:
@@ -35,7 +39,7 @@ class ProgressView:
             self._last = now
             click.echo(f"progress: {summary.accounted}/{summary.total} files", err=self.err)
 
-    def _draw_bar(self, summary: Any) -> None:
+    def _draw_bar(self, summary: RunSummary) -> None:
         if self._bar is None:
             from rich.progress import (
                 BarColumn,
@@ -44,21 +48,22 @@ class ProgressView:
                 TimeElapsedColumn,
             )
 
-            self._bar = Progress("indexing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("files", total=max(summary.total, 1))
-        self._bar.update(self._task, completed=summary.accounted, total=max(summary.total, 1))
+            bar = Progress("indexing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            bar.start()
+            self._bar = bar, bar.add_task("files", total=max(summary.total, 1))
+        bar, task = self._bar
+        bar.update(task, completed=summary.accounted, total=max(summary.total, 1))
         if summary.state != "running":
             self.close()
 
     def close(self) -> None:
         """Remove the bar."""
         if self._bar is not None:
-            self._bar.stop()
+            self._bar[0].stop()
             self._bar = None
 
 
-def print_summary(summary: Any, as_json: bool) -> None:
+def print_summary(summary: RunSummary, as_json: bool) -> None:
     """The closing line of a run and every skipped or failed file with its reason."""
     data = summary.to_json()
     if as_json:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,26 +30,33 @@ from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT
 from query.terminal import clean
 from query.tier import tier_line
 
+if TYPE_CHECKING:  # rich and the citation rules load only when a command prints with them
+    from rich.console import JustifyMethod
+    from rich.table import Table
+    from rich.text import Text
+
+    from query.citations import CitationMapper
+
 DEFAULT_LIMIT = 50
 
 
-def _table(columns: list[tuple[str, str]]) -> object:
+def _table(columns: list[tuple[str, JustifyMethod]]) -> Table:
     from rich.table import Table
 
     table = Table()
     for name, justify in columns:
         # A cut path or URL is useless: long cells wrap instead of ending in an ellipsis.
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold")
     return table
 
 
-def _print_table(table: object) -> None:
+def _print_table(table: Table) -> None:
     from rich.console import Console
 
     Console(soft_wrap=False, width=max(200, shutil.get_terminal_size((100, 24)).columns)).print(table)
 
 
-def _text(value: str) -> object:
+def _text(value: str) -> Text:
     from rich.text import Text
 
     return Text(clean(value))
@@ -122,7 +130,7 @@ def _refuse_unanswered(result: EnumerateResult) -> None:
         raise IndexNotBuilt(result.note) if result.status == STATUS_NOT_BUILT else KnowledgeError(result.note)
 
 
-def _render(result: EnumerateResult, mapper: object) -> None:
+def _render(result: EnumerateResult, mapper: CitationMapper) -> None:
     for rep in result.terms:
         forms = [f for f in rep.related if f != rep.term.text.lower()]
         extra = f"; forms: {', '.join(forms)}" if forms else ""
@@ -131,13 +139,14 @@ def _render(result: EnumerateResult, mapper: object) -> None:
             f"(stem {clean(rep.stem)}{clean(extra)})"
         )
     if result.documents:
-        mapped = getattr(mapper, "configured", False)
-        table = _table([("Path", "left"), ("Body", "right"), ("Heading", "right")] + ([("Mapped", "left")] if mapped else []))
+        mapped = mapper.configured
+        headers: list[tuple[str, JustifyMethod]] = [("Path", "left"), ("Body", "right"), ("Heading", "right")]
+        table = _table([*headers, ("Mapped", "left")] if mapped else headers)
         for doc in result.documents:
-            cells = [_text(doc.path), str(doc.body_matches), str(doc.heading_matches)]
+            cells: list[Text | str] = [_text(doc.path), str(doc.body_matches), str(doc.heading_matches)]
             if mapped:
-                cells.append(_text(mapper.map_chunk(doc.path, doc.ordinal, doc.section) or ""))  # type: ignore[attr-defined]
-            table.add_row(*cells)  # type: ignore[attr-defined]
+                cells.append(_text(mapper.map_chunk(doc.path, doc.ordinal, doc.section) or ""))
+            table.add_row(*cells)
         _print_table(table)
     click.echo(f"note: {clean(result.note)}")
 
@@ -173,7 +182,7 @@ def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
     if result.short:
         table = _table([("Word", "left"), ("Stem", "left"), ("As written", "right"), ("Any form", "right")])
         for info in vocab.by_counts(result.words):
-            table.add_row(_text(info.word), _text(info.stem), str(info.as_written), str(info.any_form))  # type: ignore[attr-defined]
+            table.add_row(_text(info.word), _text(info.stem), str(info.as_written), str(info.any_form))
         _print_table(table)
         return
     columns(

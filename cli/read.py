@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 import click
 
@@ -19,7 +18,7 @@ from cli.app import (
 from cli.arguments import QueryCommand, query_text
 from config.errors import IndexNotBuilt, KnowledgeError
 from config.settings import MAX_TOP_K
-from query.reader import STATUS_NOT_BUILT, parse_ref
+from query.reader import STATUS_NOT_BUILT, Hit, parse_ref
 from query.search import search, to_json
 from query.terminal import clean, one_line
 from query.tier import tier_line
@@ -62,7 +61,7 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
     render_hits(response.hits, full, mapped)
 
 
-def render_hits(hits: list[Any], full: bool, mapped: list[str | None] | None = None) -> None:
+def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = None) -> None:
     """Print hits the way the reference does: the raw token, then Mapped, Section and Chunk."""
     for i, hit in enumerate(hits):
         click.echo(f"\n  {clean(hit.ref)}:\n")

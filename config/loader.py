@@ -70,7 +70,7 @@ def settings_from_mapping(data: Mapping[str, Any], **extra: Any) -> Settings:
     """Build Settings from an in-memory `knowledge:` block (tests and programmatic callers)."""
     text = yaml.safe_dump({"knowledge": dict(data)})
     node = yaml.compose(text)
-    values = _convert_block(node, "<mapping>")
+    values = _convert_block(node, "<mapping>") if node is not None else {}
     values.update(extra)
     settings = Settings(**values)
     _check_semantics(settings, None)
@@ -104,13 +104,14 @@ def _convert_block(node: yaml.Node, source: str) -> dict[str, Any]:
         block = value_node
     if block is None or (isinstance(block, yaml.ScalarNode) and block.value in ("", "null", "~")):
         return {}
-    return _convert_dataclass(Settings, block, "knowledge", source, top=True)
+    return _field_values(Settings, block, "knowledge", source)
 
 
 _INTERNAL = {"store_base", "config_path"}
 
 
-def _convert_dataclass(cls: type, node: yaml.Node, key: str, source: str, top: bool = False) -> Any:
+def _field_values(cls: type[Any], node: yaml.Node, key: str, source: str) -> dict[str, Any]:
+    """The fields of a dataclass given in a mapping node, converted to their hinted types."""
     if not isinstance(node, yaml.MappingNode):
         raise ConfigError(f"{_where(source, node)}: {key} must be a mapping")
     hints = typing.get_type_hints(cls)
@@ -122,14 +123,17 @@ def _convert_dataclass(cls: type, node: yaml.Node, key: str, source: str, top: b
             known = ", ".join(sorted(fields))
             raise ConfigError(f"{_where(source, key_node)}: unknown key {key}.{name} (known: {known})")
         values[name] = _convert(hints[name], value_node, f"{key}.{name}", source)
-    if top:
-        return values
+    return values
+
+
+def _convert_dataclass(cls: type[Any], node: yaml.Node, key: str, source: str) -> object:
+    values = _field_values(cls, node, key, source)
     missing = [
         f.name
         for f in dataclasses.fields(cls)
         if f.name not in values
         and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        and f.default_factory is dataclasses.MISSING
     ]
     if missing:
         raise ConfigError(f"{_where(source, node)}: {key} needs {', '.join(key + '.' + m for m in missing)}")
@@ -148,7 +152,7 @@ def _convert(hint: Any, node: yaml.Node, key: str, source: str) -> Any:
         if not isinstance(node, yaml.SequenceNode):
             raise ConfigError(f"{_where(source, node)}: {key} must be a list")
         return tuple(_convert(item, child, f"{key}[{i}]", source) for i, child in enumerate(node.value))
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _convert_dataclass(hint, node, key, source)
     if not isinstance(node, yaml.ScalarNode):
         raise ConfigError(f"{_where(source, node)}: {key} must be a single value, not a list or mapping")

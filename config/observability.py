@@ -17,7 +17,14 @@ import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # structlog and the tracing SDK are imported only when configured or used
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExportResult
+    from opentelemetry.trace import Tracer
+    from opentelemetry.util.types import AttributeValue
+    from structlog.typing import FilteringBoundLogger, Processor
 
 ENV_LOG_LEVEL = "KNOWLEDGE_LOG_LEVEL"
 ENV_TRACE_FILE = "KNOWLEDGE_TRACE_FILE"
@@ -60,12 +67,12 @@ def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = N
         if not isinstance(numeric, int):
             numeric = logging.INFO
         timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
-        shared: list[Any] = [
+        shared: list[Processor] = [
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             timestamper,
         ]
-        renderer: Any = (
+        renderer: Processor = (
             structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
         )
         structlog.configure(
@@ -74,7 +81,7 @@ def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = N
             logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
             cache_logger_on_first_use=True,
         )
-        handler = logging.StreamHandler(_CurrentStderr())  # type: ignore[arg-type]
+        handler = logging.StreamHandler(_CurrentStderr())
         handler.setFormatter(
             structlog.stdlib.ProcessorFormatter(
                 processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
@@ -89,11 +96,12 @@ def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = N
         logging.getLogger("dramatiq").setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
 
 
-def get_logger(name: str) -> Any:
+def get_logger(name: str) -> FilteringBoundLogger:
     """A structlog logger carrying the per-message context."""
     import structlog
 
-    return structlog.get_logger(name)
+    logger: FilteringBoundLogger = structlog.get_logger(name)
+    return logger
 
 
 class JsonLinesSpanExporter:
@@ -103,13 +111,15 @@ class JsonLinesSpanExporter:
         self.path = path
         self._lock = threading.Lock()
 
-    def export(self, spans: Sequence[Any]) -> Any:
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write each span as one line with its ids, parent, service and attributes."""
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         lines = []
         for span in spans:
             ctx = span.get_span_context()
+            if ctx is None:  # never for a finished SDK span
+                continue
             parent = span.parent
             lines.append(json.dumps({
                 "name": span.name,
@@ -140,7 +150,7 @@ class JsonLinesSpanExporter:
         return True
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: AttributeValue) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -188,7 +198,7 @@ def shutdown_tracing() -> None:
         shutdown()
 
 
-def tracer() -> Any:
+def tracer() -> Tracer:
     """The knowledge tracer (a no-op tracer until configure_tracing ran)."""
     from opentelemetry import trace
 

@@ -48,9 +48,9 @@ def parse_heading(line: str) -> tuple[int, str] | None:
     return len(match.group(1)), text
 
 
-def _blocks(lines: list[str]) -> list[tuple[str, object]]:
+def _blocks(lines: list[str]) -> list[tuple[str, tuple[int, str] | str]]:
     """Group lines into ('heading', (level, text)), ('fence', text) and ('para', text) blocks."""
-    out: list[tuple[str, object]] = []
+    out: list[tuple[str, tuple[int, str] | str]] = []
     para: list[str] = []
 
     def flush() -> None:
@@ -136,9 +136,9 @@ def chunk_text(text: str) -> ChunkedText:
         size = 0
 
     for kind, value in _blocks(text.split("\n")):
-        if kind == "heading":
+        if isinstance(value, tuple):  # a heading
             flush()
-            level, heading = value  # type: ignore[misc]
+            level, heading = value
             if title is None and heading:
                 title = heading
             if heading:
@@ -147,7 +147,7 @@ def chunk_text(text: str) -> ChunkedText:
                 stack.pop()
             stack.append((level, heading))
             continue
-        block = str(value)
+        block = value
         parts = [block] if kind == "fence" or len(block.encode()) <= HARD_LIMIT else split_utf8(block)
         for part in parts:
             width = len(part.encode())

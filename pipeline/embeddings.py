@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 import tenacity
@@ -190,7 +190,7 @@ class EmbeddingsClient:
         body, _ = self._request(texts)
         return _validated(body, len(texts), self.expected_dim)
 
-    def _request(self, texts: list[str]) -> tuple[Any, str]:
+    def _request(self, texts: list[str]) -> tuple[object, str]:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_Transient),
             stop=tenacity.stop_after_attempt(max(1, self.retry.attempts)),
@@ -209,9 +209,9 @@ class EmbeddingsClient:
         error = state.outcome.exception() if state.outcome else None
         if isinstance(error, _Transient) and error.retry_after is not None:
             return min(max(error.retry_after, 0.0), self.retry.max_wait)
-        return min(self.retry.initial_wait * 2 ** (state.attempt_number - 1), self.retry.max_wait)
+        return min(self.retry.initial_wait * 2.0 ** (state.attempt_number - 1), self.retry.max_wait)
 
-    def _post(self, texts: list[str]) -> Any:
+    def _post(self, texts: list[str]) -> object:
         where = _safe(self.url)
         try:
             response = self._http.post(self.url, json={"model": self.settings.model, "input": texts})
@@ -277,7 +277,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _validated(body: Any, count: int, expected_dim: int | None) -> list[list[float]]:
+def _validated(body: object, count: int, expected_dim: int | None) -> list[list[float]]:
     """The raw vectors of a response in input order, or EmbeddingRejected naming the first fault."""
     if not isinstance(body, dict):
         raise EmbeddingRejected("malformed response: the body is not a JSON object")
@@ -314,7 +314,7 @@ def _validated(body: Any, count: int, expected_dim: int | None) -> list[list[flo
     return vectors
 
 
-def _vector(value: Any, index: int) -> list[float]:
+def _vector(value: object, index: int) -> list[float]:
     if not isinstance(value, list):
         raise EmbeddingRejected(f"malformed response: the embedding at index {index} is not a list")
     if not value:

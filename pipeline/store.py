@@ -11,11 +11,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipeline import db, schema
 from pipeline.fingerprint import StoredStat
 from pipeline.models import Document
+
+if TYPE_CHECKING:
+    from pipeline.vectors import VectorWriter
 
 
 def _now() -> tuple[str, int]:
@@ -24,7 +27,7 @@ def _now() -> tuple[str, int]:
     return stamp, ns
 
 
-def stored_stats(conn: Any) -> dict[str, StoredStat]:
+def stored_stats(conn: db.Connection) -> dict[str, StoredStat]:
     """Every document's stored fingerprint, keyed by path."""
     rows = conn.execute("SELECT path, sha256, size, mtime_ns, indexed_ns FROM documents")
     return {path: StoredStat(sha, size, mtime, indexed) for path, sha, size, mtime, indexed in rows}
@@ -42,7 +45,7 @@ class Store:
         # With embeddings: an object with stored(conn, doc_id) -> {text_hash: vector}, called before a
         # document's old chunks are deleted, and write(conn, doc_id, doc, stored), called after its new
         # chunks are inserted; both run inside the document's transaction (see pipeline.vectors).
-        self.vector_hook: Any = None
+        self.vector_hook: VectorWriter | None = None
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
@@ -50,7 +53,7 @@ class Store:
         db.assert_modes(self.db_path)
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self) -> Iterator[db.Connection]:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any error."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
@@ -73,6 +76,7 @@ class Store:
                     " indexed_ns, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*values, doc.path),
                 )
+                assert cur.lastrowid is not None  # set by every one-row INSERT
                 doc_id, outcome = cur.lastrowid, "added"
             else:
                 doc_id, outcome = row[0], "updated"

@@ -10,12 +10,14 @@ from a fixed table. CJK runs are matched as substrings through the trigram table
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import QueryError
 from config.observability import tracer
 from config.settings import Settings
+from pipeline.db import Connection
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Reader, borrowed_reader
 from query.terms import TRIGRAM, quote
@@ -187,7 +189,7 @@ def fts_expression(term: Term, column: str | None) -> str:
     return f"{{{column}}} : {phrase}" if column else phrase
 
 
-def term_documents(conn: Any, term: Term, table: str = "chunks_fts") -> dict[int, DocumentHits]:
+def term_documents(conn: Connection, term: Term, table: str = "chunks_fts") -> dict[int, DocumentHits]:
     """The documents one term matches (in any form), with per-column chunk counts."""
     if term.cjk:
         return _cjk_documents(conn, term)
@@ -208,7 +210,7 @@ def term_documents(conn: Any, term: Term, table: str = "chunks_fts") -> dict[int
     return found
 
 
-def _cjk_documents(conn: Any, term: Term) -> dict[int, DocumentHits]:
+def _cjk_documents(conn: Connection, term: Term) -> dict[int, DocumentHits]:
     run = term.text
     if len(run) >= TRIGRAM:
         candidates = "c.id IN (SELECT rowid FROM chunks_fts_cjk WHERE chunks_fts_cjk MATCH ?)"
@@ -234,7 +236,7 @@ def _cjk_documents(conn: Any, term: Term) -> dict[int, DocumentHits]:
     return found
 
 
-def report(conn: Any, term: Term, any_form: int) -> TermReport:
+def report(conn: Connection, term: Term, any_form: int) -> TermReport:
     """A term's report: documents in any form (given) and as written, its stem, related forms."""
     if term.cjk:
         return TermReport(term, any_form, any_form, term.text)
@@ -247,7 +249,7 @@ def report(conn: Any, term: Term, any_form: int) -> TermReport:
     return TermReport(term, any_form, as_written, stem, related)
 
 
-def _hydrate(conn: Any, totals: dict[int, DocumentHits], sort: str, limit: int | None) -> list[MatchedDocument]:
+def _hydrate(conn: Connection, totals: dict[int, DocumentHits], sort: str, limit: int | None) -> list[MatchedDocument]:
     if not totals or limit == 0:
         return []
     paths = _paths(conn, list(totals))
@@ -264,7 +266,7 @@ def _hydrate(conn: Any, totals: dict[int, DocumentHits], sort: str, limit: int |
     ]
 
 
-def _paths(conn: Any, doc_ids: list[int]) -> dict[int, str]:
+def _paths(conn: Connection, doc_ids: list[int]) -> dict[int, str]:
     out: dict[int, str] = {}
     for start in range(0, len(doc_ids), 500):
         batch = doc_ids[start : start + 500]
@@ -273,7 +275,7 @@ def _paths(conn: Any, doc_ids: list[int]) -> dict[int, str]:
     return out
 
 
-def _sections(conn: Any, firsts: list[tuple[int, int]]) -> dict[int, str]:
+def _sections(conn: Connection, firsts: list[tuple[int, int]]) -> dict[int, str]:
     out: dict[int, str] = {}
     for start in range(0, len(firsts), 250):
         batch = firsts[start : start + 250]
@@ -283,7 +285,7 @@ def _sections(conn: Any, firsts: list[tuple[int, int]]) -> dict[int, str]:
     return out
 
 
-def to_json(result: EnumerateResult, cite: Any = None) -> dict[str, Any]:
+def to_json(result: EnumerateResult, cite: Callable[[str, int, str], str] | None = None) -> dict[str, Any]:
     """The `match --json` shape; cite(path, ordinal, section) gives each document's citation."""
     documents = []
     for doc in result.documents:

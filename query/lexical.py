@@ -11,8 +11,7 @@ query without CJK characters takes exactly the porter path.
 
 from __future__ import annotations
 
-from typing import Any
-
+from pipeline.db import Connection
 from query.frequency import without_common
 from query.fusion import rrf
 from query.terms import TRIGRAM, LexicalQuery, quote, trigrams
@@ -21,7 +20,7 @@ FANOUT = 50
 HEADING_WEIGHT = 2.0
 
 
-def search_ids(conn: Any, query: LexicalQuery, limit: int = FANOUT) -> list[tuple[int, float]]:
+def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT) -> list[tuple[int, float]]:
     """(chunk id, score) best first, lower scores better: bm25, or negated RRF when CJK runs are fused."""
     porter = _porter_ids(conn, query, limit)
     if not query.cjk:
@@ -30,7 +29,7 @@ def search_ids(conn: Any, query: LexicalQuery, limit: int = FANOUT) -> list[tupl
     return fuse(rankings, limit)
 
 
-def _porter_ids(conn: Any, query: LexicalQuery, limit: int) -> list[tuple[int, float]]:
+def _porter_ids(conn: Connection, query: LexicalQuery, limit: int) -> list[tuple[int, float]]:
     if not query.expression:
         return []
     query = without_common(conn, query, limit)
@@ -42,7 +41,7 @@ def _porter_ids(conn: Any, query: LexicalQuery, limit: int) -> list[tuple[int, f
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def cjk_rankings(conn: Any, runs: tuple[str, ...] | list[str], limit: int = FANOUT) -> list[list[int]]:
+def cjk_rankings(conn: Connection, runs: tuple[str, ...] | list[str], limit: int = FANOUT) -> list[list[int]]:
     """Chunk ids ranked per kind of CJK run: one trigram BM25 list, then one list per short run."""
     rankings: list[list[int]] = []
     grams = trigrams(runs)

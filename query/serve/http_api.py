@@ -210,7 +210,7 @@ def build_app(
         ("/v1/sources", api.sources),
         ("/v1/stats", api.stats),
     ):
-        server.custom_route(path, methods=["GET"])(handler)  # type: ignore[arg-type]
+        server.custom_route(path, methods=["GET"])(handler)
     # The Guard below does the Host/Origin checks for every route, the MCP endpoint included.
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
