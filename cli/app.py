@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -16,7 +17,6 @@ from cli.arguments import hoist_global_options
 from config.errors import EXIT_FAILURE, KnowledgeError
 from config.loader import load_settings
 from config.settings import Settings
-from query.reader import Reader
 from query.terminal import clean
 from query.tier import tier_line
 
@@ -55,11 +55,6 @@ def prologue(obj: Context, as_json: bool) -> Settings:
     settings = obj.settings
     echo_tier(tier_line(settings), as_json)
     return settings
-
-
-def require_reader(settings: Settings) -> Reader:
-    """A Reader, or IndexNotBuilt naming the fix."""
-    return Reader(settings)
 
 
 class LazyGroup(click.Group):

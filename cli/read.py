@@ -13,12 +13,11 @@ from cli.app import (
     echo_tier,
     pass_context,
     prologue,
-    require_reader,
 )
 from cli.arguments import QueryCommand, query_text
 from config.errors import IndexNotBuilt, KnowledgeError
 from config.settings import MAX_TOP_K
-from query.reader import STATUS_NOT_BUILT, Hit, parse_ref
+from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
 from query.search import search, to_json
 from query.terminal import clean, one_line
 from query.tier import tier_line
@@ -84,7 +83,7 @@ def show_command(obj: Context, words: tuple[str, ...]) -> None:
     citation = query_text(words)
     settings = prologue(obj, False)
     ref = parse_ref(citation)
-    with require_reader(settings) as reader:
+    with Reader(settings) as reader:
         hit = reader.chunk(*ref) if ref else None
         hits = [hit] if hit else reader.document(citation)
     if not hits:
@@ -107,7 +106,7 @@ def sources_command(obj: Context, as_json: bool) -> None:
     from query.citations import CitationMapper
 
     settings = prologue(obj, as_json)
-    with require_reader(settings) as reader:
+    with Reader(settings) as reader:
         rows = reader.sources()
     mapper = CitationMapper.from_settings(settings)
     for row in rows:
@@ -139,7 +138,7 @@ def sources_command(obj: Context, as_json: bool) -> None:
 def stats_command(obj: Context, as_json: bool) -> None:
     """Counts and facts about the index."""
     settings = prologue(obj, as_json)
-    with require_reader(settings) as reader:
+    with Reader(settings) as reader:
         stats = reader.stats()
     stats["tier"] = tier_line(settings)
     if as_json:

@@ -36,6 +36,11 @@ class StoreError(KnowledgeError):
 class IndexNotBuilt(StoreError):
     """No index exists yet at the store location."""
 
+    @classmethod
+    def at(cls, where: object) -> IndexNotBuilt:
+        """The error for a store location that holds no index yet, naming the fix."""
+        return cls(f"no index at {where}; run `knowledge index` first")
+
 
 class StoreFormatError(StoreError):
     """The store file was written by another format version of knowledge."""

@@ -98,7 +98,7 @@ def connect_readonly(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Connectio
     refuse_symlink(db_path.parent)
     refuse_symlink(db_path)
     if not db_path.is_file():
-        raise IndexNotBuilt(f"no index at {db_path}; run `knowledge index` first")
+        raise IndexNotBuilt.at(db_path)
     for side in SIDECARS:
         refuse_symlink(Path(f"{db_path}{side}"))
     try:

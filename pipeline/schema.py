@@ -57,7 +57,21 @@ FTS5_PROBE_DDL = (
     "CREATE VIRTUAL TABLE t3 USING fts5(x, tokenize='trigram')",
 )
 
-_DDL = """
+# The three FTS5 tables follow chunks through these trigger bodies: index a new row, unindex an old one.
+_INDEX_NEW = """\
+    INSERT INTO chunks_fts(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
+    INSERT INTO chunks_fts_exact(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
+    INSERT INTO chunks_fts_cjk(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';
+"""
+_UNINDEX_OLD = """\
+    INSERT INTO chunks_fts(chunks_fts, rowid, body, heading_path)
+        VALUES ('delete', old.id, old.body, old.heading_path);
+    INSERT INTO chunks_fts_exact(chunks_fts_exact, rowid, body, heading_path)
+        VALUES ('delete', old.id, old.body, old.heading_path);
+    INSERT INTO chunks_fts_cjk(chunks_fts_cjk, rowid, cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';
+"""
+
+_DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -97,27 +111,11 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_cjk USING fts5(
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts_exact, 'row');
 CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
-    INSERT INTO chunks_fts_exact(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
-    INSERT INTO chunks_fts_cjk(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';
-END;
+{_INDEX_NEW}END;
 CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, body, heading_path)
-        VALUES ('delete', old.id, old.body, old.heading_path);
-    INSERT INTO chunks_fts_exact(chunks_fts_exact, rowid, body, heading_path)
-        VALUES ('delete', old.id, old.body, old.heading_path);
-    INSERT INTO chunks_fts_cjk(chunks_fts_cjk, rowid, cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';
-END;
+{_UNINDEX_OLD}END;
 CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, body, heading_path)
-        VALUES ('delete', old.id, old.body, old.heading_path);
-    INSERT INTO chunks_fts_exact(chunks_fts_exact, rowid, body, heading_path)
-        VALUES ('delete', old.id, old.body, old.heading_path);
-    INSERT INTO chunks_fts_cjk(chunks_fts_cjk, rowid, cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';
-    INSERT INTO chunks_fts(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
-    INSERT INTO chunks_fts_exact(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
-    INSERT INTO chunks_fts_cjk(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';
-END;
+{_UNINDEX_OLD}{_INDEX_NEW}END;
 """
 
 
@@ -162,7 +160,7 @@ def check(conn: Connection, db_path: object) -> None:
     """Refuse a store of another format version or shape, naming the way forward."""
     names = table_names(conn)
     if not names:
-        raise IndexNotBuilt(f"no index at {db_path}; run `knowledge index` first")
+        raise IndexNotBuilt.at(db_path)
     missing = [t for t in TABLES if t not in names]
     version = None
     if "meta" in names:
