@@ -6,7 +6,7 @@ the format version, the vector identity and the vector code scheme. The vector t
 exist only once a vector run installed them: chunks_vec holds one float32 vector per chunk, and its
 quantised companions (pipeline/vector_codes.py) a code and a float copy per chunk; triggers delete
 a chunk's rows with the chunk, because vec0 has no foreign keys. A read-only connection gets its
-temp fts5vocab views when it is opened (READER_TEMP_DDL), so no reader ever has to write.
+temp fts5vocab views when it is opened (READER_TEMP_DDL, INSTANCES_DDL), so no reader ever writes.
 Everything else asks this module for names, DDL, meta values and which objects exist.
 """
 
@@ -37,13 +37,14 @@ CODES = "chunks_vec_bits"
 FLOATS = "chunks_vec_f32"
 CODES_TRIGGER = "chunks_vec_bits_ad"
 
-# Temp views of a read-only connection: the porter index's vocabulary with document frequencies
-# (query/frequency.py), and the instance vocabularies of the porter and exact indexes (query/words.py).
+# Temp views a read-only connection gets when it is opened (they live as long as it does): every
+# query Reader has the porter index's vocabulary with document frequencies (query/frequency.py); the
+# instance vocabularies of the porter and exact indexes serve bulk document counts (query/words.py).
 PORTER_VOCAB = "temp.porter_vocab"
+READER_TEMP_DDL = (f"CREATE VIRTUAL TABLE {PORTER_VOCAB} USING fts5vocab(main, chunks_fts, 'row')",)
 INSTANCES = {table: f"temp.{table}_instances" for table in ("chunks_fts", "chunks_fts_exact")}
-READER_TEMP_DDL = (
-    f"CREATE VIRTUAL TABLE {PORTER_VOCAB} USING fts5vocab(main, chunks_fts, 'row')",
-    *(f"CREATE VIRTUAL TABLE {view} USING fts5vocab(main, {table}, 'instance')" for table, view in INSTANCES.items()),
+INSTANCES_DDL = tuple(
+    f"CREATE VIRTUAL TABLE {view} USING fts5vocab(main, {table}, 'instance')" for table, view in INSTANCES.items()
 )
 
 # A scratch in-memory database for SQLite's own porter stemmer (query/words.py).

@@ -118,8 +118,9 @@ def document_count(conn: Connection, table: str, expression: str) -> int:
     return int(row[0])
 
 
-def document_counts(conn: Connection, words: list[str], stems: dict[str, str]) -> dict[str, tuple[int, int]]:
+def document_counts(reader: Reader, words: list[str], stems: dict[str, str]) -> dict[str, tuple[int, int]]:
     """(as written, any form) document counts per word; one pass over the index for long lists."""
+    conn = reader.conn
     if len(words) <= BULK_COUNTS:
         any_form: dict[str, int] = {}
         out: dict[str, tuple[int, int]] = {}
@@ -129,13 +130,19 @@ def document_counts(conn: Connection, words: list[str], stems: dict[str, str]) -
                 any_form[stem] = document_count(conn, "chunks_fts", quote(word))
             out[word] = (document_count(conn, "chunks_fts_exact", quote(word)), any_form[stem])
         return out
-    exact = _bulk_counts(conn, "chunks_fts_exact")
-    stemmed = _bulk_counts(conn, "chunks_fts")
+    # The instance vocabularies are temp views on a connection of their own: a Reader does not pay
+    # for creating them at every open, and no read-only connection ever turns writable.
+    bulk = db.connect_readonly(reader.settings.db_path, schema.INSTANCES_DDL)
+    try:
+        exact = _bulk_counts(bulk, "chunks_fts_exact")
+        stemmed = _bulk_counts(bulk, "chunks_fts")
+    finally:
+        bulk.close()
     return {w: (exact.get(w, 0), stemmed.get(stems[w], 0)) for w in words}
 
 
 def _bulk_counts(conn: Connection, table: str) -> dict[str, int]:
-    """Documents per token of table, from its instance vocabulary (a temp view every Reader has)."""
+    """Documents per token of table, from its instance vocabulary (a temp view of schema.INSTANCES_DDL)."""
     view = schema.INSTANCES[table]
     doc_of = dict(conn.execute("SELECT id, document_id FROM chunks").fetchall())
     counts: dict[str, int] = {}
@@ -223,7 +230,7 @@ def list_words(
         if not want_counts:
             infos = [WordInfo(w, stems[w]) for w in selected]
         else:
-            by_word = document_counts(reader.conn, selected, stems)
+            by_word = document_counts(reader, selected, stems)
             infos = [WordInfo(w, stems[w], *by_word[w]) for w in selected]
         note = None if selected else f"no word of the index matches {pattern!r}"
         return WordsResult(STATUS_OK, note, pattern, infos, len(vocab))
