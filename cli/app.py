@@ -75,8 +75,10 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="knowledge-pipeline", prog_name="knowledge", message="%(prog)s %(version)s")
-@click.option("--config", "config", metavar="FILE", help="knowledge.yaml to read (default: $KNOWLEDGE_CONFIG or ./knowledge.yaml).")
-@click.option("--store-dir", metavar="DIR", help="Base directory of relative stores (default: $KNOWLEDGE_STORE_DIR or the working directory).")
+@click.option("--config", "config", metavar="FILE",
+              help="knowledge.yaml to read (default: $KNOWLEDGE_CONFIG or ./knowledge.yaml).")
+@click.option("--store-dir", metavar="DIR",
+              help="Base directory of relative stores (default: $KNOWLEDGE_STORE_DIR or the working directory).")
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, store_dir: str | None) -> None:
     """Index a documentation tree into one SQLite file and search it with citations."""
@@ -85,7 +87,8 @@ def cli(ctx: click.Context, config: str | None, store_dir: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes."""
-    args = hoist_global_options(sys.argv[1:] if argv is None else argv, sorted(set(cli.commands) | set(cli.lazy_commands)))
+    commands = sorted(set(cli.commands) | set(cli.lazy_commands))
+    args = hoist_global_options(sys.argv[1:] if argv is None else argv, commands)
     try:
         cli.main(args=args, prog_name="knowledge", standalone_mode=False)
     except click.exceptions.Exit as exc:

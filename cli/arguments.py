@@ -26,7 +26,7 @@ class QueryCommand(click.Command):
             raise click.UsageError(
                 f"No such option {exc.token!r}. To look up a word starting with '-', put `--` before it: "
                 f"{ctx.command_path} -- {exc.token}", ctx) from None
-        return super().parse_args(ctx, options + (["--"] + words if words else []))
+        return super().parse_args(ctx, options + (["--", *words] if words else []))
 
     def _value_options(self, ctx: click.Context) -> set[str]:
         return {name for p in self.get_params(ctx) if isinstance(p, click.Option) and not p.is_flag

@@ -64,12 +64,14 @@ def _text(value: str) -> Text:
 
 @click.command("match", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="QUERY...")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
 @click.option("--all", "show_all", is_flag=True, help="List every matching document.")
 @click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
 @click.option("--paths-only", is_flag=True, help="Print only the paths, one per line.")
 @click.option("--count", "count_only", is_flag=True, help="Print only the number of matching documents.")
-@click.option("--exit-code", is_flag=True, help="Exit 1 when no document matches (off by default: an empty answer is an answer).")
+@click.option("--exit-code", is_flag=True,
+              help="Exit 1 when no document matches (off by default: an empty answer is an answer).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def match_command(
@@ -88,10 +90,8 @@ def match_command(
     settings = obj.settings
     machine = as_json or paths_only or count_only
     echo_tier(tier_line(settings), machine)
-    if show_all or (limit is None and (paths_only or count_only)):
-        wanted = None
-    else:
-        wanted = limit or DEFAULT_LIMIT
+    everything = show_all or (limit is None and (paths_only or count_only))
+    wanted = None if everything else limit or DEFAULT_LIMIT
     result = enumerate_documents(settings, query, 0 if count_only else wanted, sort)
     mapper = CitationMapper.from_settings(settings)
     if as_json:
@@ -117,7 +117,9 @@ def _refuse_contradictions(limit: int | None, show_all: bool, paths_only: bool, 
     if show_all and limit is not None:
         raise UsageError("--all and --limit contradict each other: --all lists every document, --limit caps the list")
     if count_only and paths_only:
-        raise UsageError("--count and --paths-only contradict each other: --count prints one number, --paths-only the paths")
+        raise UsageError(
+            "--count and --paths-only contradict each other: --count prints one number, --paths-only the paths"
+        )
     if count_only and (limit is not None or show_all):
         raise UsageError("--count prints the number of every matching document; drop --limit/--all")
 

@@ -179,6 +179,6 @@ def test_contradictory_match_flags_are_usage_errors_and_an_empty_search_suggests
     assert run_cli("index", "docs")[0] == 0
     for flags in (["--all", "--limit", "3"], ["--count", "--paths-only"], ["--count", "--limit", "2"]):
         code, _, err = run_cli("match", "alpha", *flags)
-        assert code == 2 and "contradict" in err or "drop --limit" in err, flags
+        assert (code == 2 and "contradict" in err) or "drop --limit" in err, flags
     code, out, _ = run_cli("search", "zzzz", "qqqq")
     assert code == 0 and "knowledge match 'zzzz qqqq'" in out
