@@ -16,14 +16,16 @@ from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.errors import EmbeddingUnavailable, PipelineError, VectorIdentityMismatch
 from config.settings import EmbeddingsSettings, Settings
 from pipeline import db, schema, vector_codes
 from pipeline.db import Connection
-from pipeline.embeddings import EmbeddingsClient, Probe
 from pipeline.models import Document
+
+if TYPE_CHECKING:  # the HTTP client is imported only when a server is really probed
+    from pipeline.embeddings import Probe
 
 REINDEX = "knowledge index --reindex"
 
@@ -125,6 +127,8 @@ class VectorPlan:
 
 def probe_server(settings: EmbeddingsSettings, environ: Mapping[str, str] | None = None) -> Probe:
     """Probe the configured server once; an unreachable or failing server is a loud error."""
+    from pipeline.embeddings import EmbeddingsClient
+
     with EmbeddingsClient(settings, environ=environ) as client:
         try:
             return client.probe()

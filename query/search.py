@@ -15,7 +15,6 @@ from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Hit, Reader, borrowed
 from query.terminal import one_line
 from query.terms import build_query
 from query.tier import tier_line
-from query.vector import KNN_K, embed_query, knn, query_identity
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "index_empty"
@@ -72,7 +71,11 @@ def _search(settings: Settings, reader: Reader, text: str, k: int) -> SearchResp
         note = "the query has no searchable terms (words of two or more letters or digits)"
     elif query.dropped:
         note = "dropped terms under two characters: " + ", ".join(query.dropped)
-    if emb is None or not query.terms:
+    if emb is None:
+        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k]), note, query.dropped)
+    from query.vector import KNN_K, embed_query, knn, query_identity  # the HTTP client only with embeddings
+
+    if not query.terms:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
         return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k]), note, query.dropped)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -147,3 +148,33 @@ def test_only_the_schema_module_defines_the_store_or_reads_its_catalogue_and_met
             if path != owner:
                 found = _SCHEMA_SQL.search(path.read_text(encoding="utf-8"))
                 assert found is None, f"{path.relative_to(ROOT)} has {found.group()!r}: ask pipeline/schema.py"
+
+
+READ_COMMANDS = (["search", "alpha"], ["show", "docs/a.md#0"], ["match", "alpha", "--paths-only"],
+                 ["sources", "--json"], ["stats"])
+# What a read command on a lexical store must not load: the write side, the servers, logging, the HTTP
+# client, and rich (only the commands that draw a table import it, when they draw one).
+NOT_FOR_READS = ("dramatiq", "redis", "mcp", "starlette", "uvicorn", "structlog", "rich", "httpx", "workers")
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
+def test_read_commands_import_only_what_they_use(argv: list[str], tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nalpha words\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-c", "from cli import main; main(['index', 'docs'])"], cwd=tmp_path,
+                   capture_output=True, timeout=60, check=True)
+    code = (
+        "import sys\n"
+        "from cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        f"loaded = [m for m in {NOT_FOR_READS!r} if m in sys.modules]\n"
+        "sys.stderr.write('LOADED=' + ','.join(loaded))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.rsplit("LOADED=", 1)[1] == ""
