@@ -26,7 +26,7 @@ from query.enumerate import (
     enumerate_documents,
     to_json,
 )
-from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT
+from query.reader import STATUS_NOT_BUILT, not_built_note
 from query.terminal import clean
 from query.tier import tier_line
 
@@ -175,7 +175,7 @@ def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
     if as_json:
         echo_json(result.to_json())
     if result.status == STATUS_NOT_BUILT:
-        raise IndexNotBuilt(result.note or NOTE_NOT_BUILT)
+        raise IndexNotBuilt(result.note or not_built_note(settings))
     if as_json:
         return
     if result.status != vocab.STATUS_OK or not result.words:

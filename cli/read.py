@@ -17,10 +17,10 @@ from cli.app import (
 from cli.arguments import QueryCommand, query_text
 from config.errors import IndexNotBuilt, KnowledgeError
 from config.settings import MAX_TOP_K
+from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
 from query.search import search, to_json
 from query.terminal import clean, one_line
-from query.tier import tier_line
 
 
 @cli.command("search", cls=QueryCommand)
@@ -100,36 +100,31 @@ def show_command(obj: Context, words: tuple[str, ...]) -> None:
 @pass_context
 def sources_command(obj: Context, as_json: bool) -> None:
     """List the indexed documents."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from query.citations import CitationMapper
-
     settings = prologue(obj, as_json)
     with Reader(settings) as reader:
-        rows = reader.sources()
-    mapper = CitationMapper.from_settings(settings)
-    for row in rows:
-        row["mapped"] = mapper.map_document(row["path"]) if mapper.configured else None
+        answer = sources_answer(settings, reader)
     if as_json:
-        echo_json(rows)
+        echo_json(answer)
         return
+    rows = answer["documents"]
     if not rows:
         click.echo("no documents indexed")
         return
+    from rich.console import Console
+    from rich.table import Table
+
+    mapped = any(r["mapped"] is not None for r in rows) or answer["note"] is not None
     table = Table()
-    for column in ("Path", "Chunks", "Last Indexed") + (("Mapped",) if mapper.configured else ()):
+    for column in ("Path", "Chunks", "Last Indexed") + (("Mapped",) if mapped else ()):
         table.add_column(column)
     for row in rows:
         cells = [clean(row["path"]), str(row["chunks"]), row["indexed_at"]]
-        if mapper.configured:
+        if mapped:
             cells.append(clean(row["mapped"] or ""))
         table.add_row(*cells)
     Console(soft_wrap=False, width=max(120, Console().width)).print(table)
-    if mapper.configured:
-        unmatched = sum(1 for r in rows if not r["mapped"])
-        verb = "is" if unmatched == 1 else "are"
-        click.echo(f"\n{unmatched} of {len(rows)} documents matched no citation rule and {verb} cited by path")
+    if answer["note"]:
+        click.echo(f"\n{clean(answer['note'])}")
 
 
 @cli.command("stats")
@@ -139,11 +134,10 @@ def stats_command(obj: Context, as_json: bool) -> None:
     """Counts and facts about the index."""
     settings = prologue(obj, as_json)
     with Reader(settings) as reader:
-        stats = reader.stats()
-    stats["tier"] = tier_line(settings)
+        stats = stats_answer(settings, reader)
     if as_json:
         echo_json(stats)
         return
     for key, value in stats.items():
-        if key != "tier":
+        if key not in ("tier", "status", "note"):
             click.echo(f"{key:>15}: {value}")

@@ -19,7 +19,7 @@ from config.observability import tracer
 from config.settings import Settings
 from pipeline.db import Connection
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
-from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Reader, borrowed_reader
+from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
 from query.terms import TRIGRAM, quote
 from query.words import STEMMER, document_count, related_forms
 
@@ -120,7 +120,7 @@ def enumerate_documents(
     with tracer().start_as_current_span("enumerate") as span:
         with borrowed_reader(settings, reader) as reader:
             if reader is None:
-                result = EnumerateResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, text, dropped=parsed.dropped)
+                result = EnumerateResult(STATUS_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
             else:
                 result = _enumerate(reader, text, parsed, limit, sort)
         span.set_attribute("knowledge.status", result.status)

@@ -1,6 +1,6 @@
 """The read side's handle on the store: read-only, format-checked, with the status of the index.
 
-A query answers "not built" with one status and note (STATUS_NOT_BUILT, NOTE_NOT_BUILT) rather than
+A query answers "not built" with one status and note (STATUS_NOT_BUILT, not_built_note()) rather than
 an error; borrowed_reader() lends a query the caller's Reader or opens (and closes) its own.
 """
 
@@ -17,7 +17,11 @@ from pipeline import db, schema
 from pipeline.db import Connection
 
 STATUS_NOT_BUILT = "index_not_built"
-NOTE_NOT_BUILT = "no index has been built yet; run `knowledge index` to build it"
+
+
+def not_built_note(settings: Settings) -> str:
+    """The note of every "not built" answer: the store path that was checked and the fix."""
+    return str(IndexNotBuilt.at(settings.db_path))
 
 
 @dataclass(frozen=True)

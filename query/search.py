@@ -11,7 +11,7 @@ from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity
 from query.fusion import fused_ids
 from query.lexical import FANOUT, search_ids
-from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Hit, Reader, borrowed_reader
+from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
 from query.terminal import one_line
 from query.terms import build_query
 from query.tier import tier_line
@@ -49,7 +49,7 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
     """
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
-            return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=NOTE_NOT_BUILT)
+            return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=not_built_note(settings))
         with tracer().start_as_current_span("search") as span:
             response = _search(settings, reader, text, clamp_top_k(top_k, settings))
             span.set_attribute("knowledge.tier", response.tier)

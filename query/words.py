@@ -19,7 +19,7 @@ from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.text import is_cjk
-from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Reader, borrowed_reader
+from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
 from query.terms import quote
 
 SHORT_LIST = 20
@@ -220,7 +220,7 @@ def list_words(
         return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
-            return WordsResult(STATUS_NOT_BUILT, NOTE_NOT_BUILT, pattern)
+            return WordsResult(STATUS_NOT_BUILT, not_built_note(settings), pattern)
         if reader.document_count() == 0:
             return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)

@@ -27,9 +27,9 @@ from config.settings import Settings
 from query import tools
 from query.citations import CitationMapper
 from query.enumerate import enumerate_documents, to_json
-from query.reader import NOTE_NOT_BUILT, STATUS_NOT_BUILT, Reader, open_reader
+from query.listing import sources_answer, stats_answer
+from query.reader import STATUS_NOT_BUILT, Reader, not_built_note, open_reader
 from query.serve.mcp_server import build_server
-from query.tier import tier_line
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
@@ -169,17 +169,11 @@ class JsonApi:
 
     def sources(self, request: Request) -> Response:
         """Every indexed document, with its mapped citation when rules exist."""
-        return self._with_reader(lambda reader: {"documents": self._mapped(reader.sources())})
+        return self._with_reader(lambda reader: sources_answer(self.settings, reader))
 
     def stats(self, request: Request) -> Response:
         """Counts and facts about the index, and the tier line."""
-        return self._with_reader(lambda reader: {**reader.stats(), "tier": tier_line(self.settings)})
-
-    def _mapped(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        mapper = CitationMapper.from_settings(self.settings)
-        for row in rows:
-            row["mapped"] = mapper.map_document(row["path"]) if mapper.configured else None
-        return rows
+        return self._with_reader(lambda reader: stats_answer(self.settings, reader))
 
     def _with_reader(self, body: Callable[[Reader], dict[str, Any]]) -> Response:
         try:
@@ -187,9 +181,9 @@ class JsonApi:
         except KnowledgeError as exc:
             return _json({"status": "error", "note": str(exc)}, 500)
         if reader is None:
-            return _json({"status": STATUS_NOT_BUILT, "note": NOTE_NOT_BUILT})
+            return _json({"status": STATUS_NOT_BUILT, "note": not_built_note(self.settings)})
         with reader:
-            return _json({"status": "ok", **body(reader)})
+            return _json(body(reader))
 
 
 def _not_served(tool: str) -> dict[str, str]:

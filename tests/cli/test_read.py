@@ -100,7 +100,7 @@ def test_sources_stats_rm_and_reset(workdir: Path, run_cli) -> None:
     write_tree(workdir, DOCS)
     run_cli("index", "docs")
     code, out, _ = run_cli("sources", "--json")
-    assert code == 0 and [r["path"] for r in json.loads(out)] == ["docs/a.md", "docs/b.txt"]
+    assert code == 0 and [r["path"] for r in json.loads(out)["documents"]] == ["docs/a.md", "docs/b.txt"]
     code, out, _ = run_cli("stats", "--json")
     assert json.loads(out)["documents"] == 2
     code, out, _ = run_cli("rm", "docs/b.txt", "docs/nope.md")
@@ -182,3 +182,13 @@ def test_contradictory_match_flags_are_usage_errors_and_an_empty_search_suggests
         assert (code == 2 and "contradict" in err) or "drop --limit" in err, flags
     code, out, _ = run_cli("search", "zzzz", "qqqq")
     assert code == 0 and "knowledge match 'zzzz qqqq'" in out
+
+
+def test_sources_and_stats_json_have_the_http_api_shape(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    sources = json.loads(run_cli("sources", "--json")[1])
+    assert (sources["status"], sources["note"]) == ("ok", None) and sources["store"].endswith("knowledge.db")
+    assert set(sources["documents"][0]) >= {"path", "title", "chunks", "indexed_at", "root", "mapped"}
+    stats = json.loads(run_cli("stats", "--json")[1])
+    assert (stats["status"], stats["note"], stats["documents"]) == ("ok", None, 2)

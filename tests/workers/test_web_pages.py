@@ -61,7 +61,7 @@ def test_pages_named_on_the_command_line_are_indexed_searched_and_shown(run_cli:
     assert code == 0 and "Section: Guide > Budgets" in out and "giraffe" in out and "```sh\nmake install" in out
 
     code, out, _ = run_cli("sources", "--json")
-    rows = {r["path"]: r for r in _json(out)}
+    rows = {r["path"]: r for r in _json(out)["documents"]}
     assert rows[guide]["title"] == "Team Guide" and rows[notes]["title"] == "Field notes"
 
 
@@ -126,7 +126,7 @@ def test_configured_urls_and_paths_never_prune_each_other(run_cli: Cli, web_site
     code, out, _ = run_cli("index", "--json")
     assert code == 0 and (_json(out)["removed"], _json(out)["unchanged"]) == (1, 2)
     code, out, _ = run_cli("sources", "--json")
-    assert sorted(r["path"] for r in _json(out)) == sorted(["docs/a.md", guide, notes])
+    assert sorted(r["path"] for r in _json(out)["documents"]) == sorted(["docs/a.md", guide, notes])
     code, out, _ = run_cli("rm", notes)
     assert code == 0 and f"removed: {notes}" in out
 
