@@ -19,6 +19,8 @@ from config.errors import (
 )
 from query import words as vocab
 from query.enumerate import (
+    DEFAULT_LIMIT,
+    checked_limit,
     SORTS,
     STATUS_OK,
     STATUS_QUERY_EMPTY,
@@ -37,7 +39,6 @@ if TYPE_CHECKING:  # rich and the citation rules load only when a command prints
 
     from query.citations import CitationMapper
 
-DEFAULT_LIMIT = 50
 
 
 def _table(columns: list[tuple[str, JustifyMethod]]) -> Table:
@@ -64,7 +65,7 @@ def _text(value: str) -> Text:
 
 @click.command("match", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="QUERY...")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
+@click.option("--limit", type=int, default=None,
               help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
 @click.option("--all", "show_all", is_flag=True, help="List every matching document.")
 @click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
@@ -86,7 +87,7 @@ def match_command(
     from query.citations import CitationMapper
 
     query = query_text(words)
-    _refuse_contradictions(limit, show_all, paths_only, count_only)
+    _refuse_contradictions(checked_limit(limit), show_all, paths_only, count_only)
     settings = obj.settings
     machine = as_json or paths_only or count_only
     echo_tier(tier_line(settings), machine)

@@ -42,6 +42,15 @@ _SCOPES: dict[str | None, tuple[str, ...]] = {
 }
 
 
+DEFAULT_LIMIT = 50
+
+
+def checked_limit(limit: int | None) -> int | None:
+    """A list limit as every surface takes it: None (every document) or at least 1; QueryError otherwise."""
+    if limit is not None and limit < 1:
+        raise QueryError(f"limit must be at least 1, got {limit}; ask for every document with all (--all)")
+    return limit
+
 @dataclass
 class DocumentHits:
     """How one document matched one term: chunks matching in body and in heading, first chunk."""

@@ -26,7 +26,7 @@ from config.errors import KnowledgeError, QueryError
 from config.settings import Settings
 from query import tools
 from query.citations import CitationMapper
-from query.enumerate import enumerate_documents, to_json
+from query.enumerate import DEFAULT_LIMIT, checked_limit, enumerate_documents, to_json
 from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Reader, not_built_note, open_reader
 from query.serve.mcp_server import build_server
@@ -35,7 +35,6 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 OPEN_PATHS = frozenset({"/healthz"})
 MCP_PATH = "/mcp"
-DEFAULT_MATCH_LIMIT = 50
 
 
 def host_name(header: str) -> str:
@@ -158,7 +157,7 @@ class JsonApi:
             return _json({"status": "query_error", "note": "pass the query as ?q=..."}, 400)
         try:
             everything = request.query_params.get("all", "") in ("1", "true", "yes")
-            limit = None if everything else _int_param(request, "limit", DEFAULT_MATCH_LIMIT)
+            limit = None if everything else checked_limit(_int_param(request, "limit", DEFAULT_LIMIT))
             result = enumerate_documents(self.settings, query, limit, request.query_params.get("sort", "matches"))
             mapper = CitationMapper.from_settings(self.settings)
         except QueryError as exc:

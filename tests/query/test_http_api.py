@@ -158,3 +158,11 @@ def test_the_token_comes_from_the_named_variable_and_an_unset_one_refuses_to_sta
     config.write_text("knowledge:\n  expose:\n    mcp:\n      token_env: KQ_SURELY_UNSET_TOKEN\n")
     code, _, err = run_cli("--config", str(config), "serve", "--port", "1")
     assert code == 2 and "KQ_SURELY_UNSET_TOKEN" in err
+
+
+def test_a_match_limit_under_one_is_refused_alike_on_http_and_the_cli(served: str, run_cli) -> None:
+    for limit in ("0", "-1"):
+        answer = get(served, "/v1/match", AUTH, q="retention", limit=limit)
+        assert answer.status_code == 400 and "limit must be at least 1" in answer.json()["note"]
+        code, _, err = run_cli("match", "retention", "--limit", limit)
+        assert code == 2 and "limit must be at least 1" in err
