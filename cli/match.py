@@ -20,11 +20,11 @@ from config.errors import (
 from query import words as vocab
 from query.enumerate import (
     DEFAULT_LIMIT,
-    checked_limit,
     SORTS,
     STATUS_OK,
     STATUS_QUERY_EMPTY,
     EnumerateResult,
+    checked_limit,
     enumerate_documents,
     to_json,
 )
