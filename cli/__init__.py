@@ -16,6 +16,7 @@ COMMANDS = {
     "worker": "cli.deployment", "writer": "cli.deployment", "runs": "cli.deployment",
     "match": "cli.match", "enumerate": "cli.match", "which": "cli.match", "words": "cli.match",
     "doctor": "cli.doctor",
+    "eval": "cli.evaluate",
     "mcp": "cli.serve", "serve": "cli.serve",
 }
 cli.lazy_commands.update(COMMANDS)

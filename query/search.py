@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from config.errors import EmbeddingError, VectorIdentityMismatch
+from config.errors import EmbeddingError, UsageError, VectorIdentityMismatch
 from config.observability import tracer
 from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity
@@ -18,6 +18,12 @@ from query.tier import tier_line
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "index_empty"
+
+# The rankings search_deep can force; `search` ranks as configured (hybrid with embeddings, else lexical).
+LEXICAL = "lexical"
+VECTOR = "vector"
+HYBRID = "hybrid"
+RANKINGS = (LEXICAL, VECTOR, HYBRID)
 
 NOTE_EMPTY = "the index holds no documents; check knowledge.paths and run `knowledge index`"
 
@@ -58,24 +64,42 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
             return response
 
 
-def _search(settings: Settings, reader: Reader, text: str, k: int) -> SearchResponse:
+def search_deep(settings: Settings, reader: Reader, text: str, depth: int, ranking: str | None = None) -> SearchResponse:
+    """Up to `depth` ranked hits, past the user cap of MAX_TOP_K: the entry point of evaluation.
+
+    Each tier reads max(depth, its user fan-out of 50) candidates, so up to depth 50 the ranking is
+    the one `search` cuts at top_k: search_deep(.., k) has exactly the hits of search(.., top_k=k)
+    for every k search allows. `ranking` forces one ranking (LEXICAL, VECTOR or HYBRID; None = as
+    configured, like `search`). A forced vector or hybrid ranking needs embeddings (UsageError) and
+    raises the embedding error instead of degrading to lexical.
+    """
+    if ranking is not None and ranking not in RANKINGS:
+        raise UsageError(f"unknown ranking {ranking!r}; expected one of {', '.join(RANKINGS)}")
+    if ranking in (VECTOR, HYBRID) and settings.embeddings is None:
+        raise UsageError(f"the {ranking} ranking needs embeddings configured (knowledge.embeddings)")
+    return _search(settings, reader, text, max(1, depth), max(depth, FANOUT), depth, ranking)
+
+
+def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int = FANOUT, depth: int = 0,
+            ranking: str | None = None) -> SearchResponse:
+    """The top k; each tier reads `fanout` (lexical) or max(depth, KNN_K) (vector) candidates."""
     emb = settings.embeddings
     pinned = pinned_identity(reader.meta)
     tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
     if reader.document_count() == 0:
         return SearchResponse(tier, STATUS_EMPTY, note=NOTE_EMPTY)
     query = build_query(text)
-    lexical = [cid for cid, _ in search_ids(reader.conn, query, FANOUT)]
+    lexical = [cid for cid, _ in search_ids(reader.conn, query, fanout)] if ranking != VECTOR else []
     note = None
     if not query.terms:
         note = "the query has no searchable terms (words of two or more letters or digits)"
     elif query.dropped:
         note = "dropped terms under two characters: " + ", ".join(query.dropped)
-    if emb is None:
+    if emb is None or ranking == LEXICAL:
         return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k]), note, query.dropped)
     from query.vector import KNN_K, embed_query, knn, query_identity  # the HTTP client only with embeddings
 
-    if not query.terms:
+    if not query.terms and ranking != VECTOR:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
         return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k]), note, query.dropped)
@@ -85,13 +109,15 @@ def _search(settings: Settings, reader: Reader, text: str, k: int) -> SearchResp
     except VectorIdentityMismatch:
         raise
     except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
+        if ranking is not None:
+            raise  # a forced ranking (evaluation) never degrades silently
         reason = one_line(str(exc), 200)
         notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
         return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK, reader.hydrate(lexical[:k]),
                               "; ".join(notes), query.dropped, degraded=reason)
-    nearest = [cid for cid, _ in knn(reader.conn, vector, KNN_K)]
-    hits = reader.hydrate(fused_ids([lexical, nearest], k))
-    return SearchResponse(tier, STATUS_OK, hits, note, query.dropped)
+    nearest = [cid for cid, _ in knn(reader.conn, vector, max(depth, KNN_K))]
+    ranked = nearest[:k] if ranking == VECTOR else fused_ids([lexical, nearest], k)
+    return SearchResponse(tier, STATUS_OK, reader.hydrate(ranked), note, query.dropped)
 
 
 def to_json(response: SearchResponse, extra: dict[str, Any] | None = None) -> dict[str, Any]:
