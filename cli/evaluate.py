@@ -7,6 +7,7 @@ Exit codes: 0 when every evaluated ranking reaches the thresholds given (`--min-
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -100,7 +101,7 @@ def _finish(failures: list[str]) -> None:
     for line in failures:
         click.echo(f"knowledge: {line}", err=True)
     if failures:
-        raise click.exceptions.Exit(EXIT_FAILURE)
+        sys.exit(EXIT_FAILURE)
 
 
 def _cases(obj: Context, path: Path, top_k: int | None, tier: str | None, compare: bool,

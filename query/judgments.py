@@ -95,7 +95,8 @@ def read_qrels(path: Path) -> Qrels:
             continue  # a header, such as BEIR's `query-id corpus-id score`
         if len(fields) not in (3, 4) or not all(fields):
             raise UsageError(f"{path}:{number}: expected `qid 0 docid relevance` (TREC) or "
-                             f"`query-id<TAB>corpus-id<TAB>score` (BEIR), found {len(fields)} fields")
+                             f"`query-id<TAB>corpus-id<TAB>score` (BEIR), found {len(fields)} "
+                             f"field{'' if len(fields) == 1 else 's'}")
         if relevance is None:
             raise UsageError(f"{path}:{number}: relevance {fields[-1]!r} is not an integer")
         qrels.setdefault(fields[0], {})[fields[-2]] = relevance
