@@ -101,8 +101,9 @@ def test_beir_files_give_the_same_figures_as_trec_ones(store: Path, run_cli: Run
 def test_verbose_names_the_relevant_documents_missing_from_the_top_10(store: Path, run_cli: Run) -> None:
     code, out, _ = run_cli("eval", "--qrels", "eval/qrels.txt", "--queries", "eval/queries.tsv", "--verbose")
     misses = [line for line in out.splitlines() if line.startswith("lexical query")]
-    assert code == 0 and misses == ["lexical query q3 'nothing zzz': nDCG@10 0.000, 1 of 1 relevant not in the "
-                                    "top 10: 3 (relevance 1, not retrieved)"]
+    expected = ("lexical query q3 'nothing zzz': nDCG@10 0.000, 1 of 1 relevant not in the top 10: "
+                "3 (relevance 1, not retrieved)")
+    assert code == 0 and misses == [expected]
     data = json.loads(run_cli("eval", "--qrels", "eval/qrels.txt", "--queries", "eval/queries.tsv", "-v",
                               "--json")[1])
     per_query = {q["qid"]: q for q in data["rankings"]["lexical"]["per_query"]}
