@@ -55,7 +55,9 @@ NO_EMBEDDINGS = "no embeddings configured (knowledge.embeddings)"
 @click.option("--min-recall", type=click.FloatRange(0, 1), default=None,
               help="Exit 1 when recall@k (cases) or Recall@10 (qrels) is below this.")
 @click.option("--min-ndcg", type=click.FloatRange(0, 1), default=None, help="Qrels: exit 1 when nDCG@10 is below this.")
-@click.option("-v", "--verbose", is_flag=True, help="Qrels: print each query's relevant documents missing from its top 10.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Cases: print what ranked instead of a failing case. Qrels: each query's relevant documents "
+                   "missing from its top 10.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def eval_command(obj: Context, cases: Path | None, qrels: Path | None, queries: Path | None, top_k: int | None,
@@ -68,7 +70,7 @@ def eval_command(obj: Context, cases: Path | None, qrels: Path | None, queries: 
         raise UsageError("--compare evaluates every tier; leave out --tier")
     if cases is not None:
         _refuse("--cases", queries=queries, depth=depth, docid=docid, min_ndcg=min_ndcg)
-        _cases(obj, cases, top_k, tier, compare, min_recall, as_json)
+        _cases(obj, cases, top_k, tier, compare, min_recall, verbose, as_json)
     elif qrels is not None:
         if queries is None:
             raise UsageError("--qrels needs --queries FILE (the query texts)")
@@ -105,7 +107,7 @@ def _finish(failures: list[str]) -> None:
 
 
 def _cases(obj: Context, path: Path, top_k: int | None, tier: str | None, compare: bool,
-           min_recall: float | None, as_json: bool) -> None:
+           min_recall: float | None, verbose: bool, as_json: bool) -> None:
     settings = prologue(obj, as_json)
     loaded = read_cases(path)
     k = top_k or settings.top_k
@@ -121,14 +123,14 @@ def _cases(obj: Context, path: Path, top_k: int | None, tier: str | None, compar
                             for r in reports) if f]
     if as_json:
         echo_json({"mode": "cases", "cases": str(path), "k": k,
-                   "rankings": {r.ranking: cases_json(r) for r in reports}, "skipped": skipped,
+                   "rankings": {r.ranking: cases_json(r, verbose) for r in reports}, "skipped": skipped,
                    "min_recall": min_recall, "ok": not failures})
     else:
-        _print_cases(reports, skipped)
+        _print_cases(reports, skipped, verbose)
     _finish(failures)
 
 
-def _print_cases(reports: list[CasesReport], skipped: dict[str, str]) -> None:
+def _print_cases(reports: list[CasesReport], skipped: dict[str, str], verbose: bool) -> None:
     k = reports[0].k
     if len(reports) == 1:
         for result in reports[0].results:
@@ -138,6 +140,8 @@ def _print_cases(reports: list[CasesReport], skipped: dict[str, str]) -> None:
             else:
                 click.echo(f"FAIL  {query}  (line {result.case.line}: no top-{k} hit contains "
                            f"{one_line(result.case.expect, 40)!r})")
+                if verbose:
+                    click.echo(f"      ranked instead: {clean(', '.join(result.top)) or 'nothing'}")
     else:
         click.echo("  ".join(f"{r.ranking:<7}" for r in reports) + "  case")
         for row in zip(*(r.results for r in reports)):
@@ -145,6 +149,9 @@ def _print_cases(reports: list[CasesReport], skipped: dict[str, str]) -> None:
             case = row[0].case
             click.echo(f"{marks}  {one_line(case.query, 60)} (line {case.line}, expects "
                        f"{one_line(case.expect, 30)!r})")
+            for report, result in zip(reports, row) if verbose else ():
+                if not result.passed:
+                    click.echo(f"      {report.ranking} ranked instead: {clean(', '.join(result.top)) or 'nothing'}")
     summary = ", ".join(f"{r.ranking} {r.recall:.3f} ({r.passed} of {len(r.results)})" for r in reports)
     click.echo(f"recall@{k}: {summary}")
     for ranking, why in skipped.items():

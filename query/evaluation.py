@@ -49,6 +49,7 @@ class CaseResult:
     case: Case
     rank: int | None
     citation: str | None
+    top: tuple[str, ...] = ()  # the citation tokens of the top k hits, best first
 
     @property
     def passed(self) -> bool:
@@ -96,7 +97,8 @@ def run_cases(settings: Settings, reader: Reader, cases: Sequence[Case], k: int,
         hits = search_deep(settings, reader, case.query, k, ranking).hits[:k]
         found = next(((rank, hit) for rank, hit in enumerate(hits, start=1)
                       if contains(hit_text(hit, mapper), case.expect)), None)
-        results.append(CaseResult(case, found[0] if found else None, found[1].ref if found else None))
+        results.append(CaseResult(case, found[0] if found else None, found[1].ref if found else None,
+                                  tuple(hit.ref for hit in hits)))
     return CasesReport(ranking, k, results)
 
 
@@ -192,15 +194,16 @@ def run_qrels(settings: Settings, reader: Reader, qrels: Qrels, planned: QrelsPl
 # --- JSON shapes (`knowledge eval --json`) -------------------------------------------------------
 
 
-def cases_json(report: CasesReport) -> dict[str, object]:
-    """One ranking's cases as JSON: recall, counts and every case's outcome."""
-    return {
-        "recall": round(report.recall, 4),
-        "passed": report.passed,
-        "total": len(report.results),
-        "cases": [{"line": r.case.line, "query": r.case.query, "expect": r.case.expect, "pass": r.passed,
-                   "rank": r.rank, "citation": r.citation} for r in report.results],
-    }
+def cases_json(report: CasesReport, top: bool = False) -> dict[str, object]:
+    """One ranking's cases as JSON: recall, counts and every case's outcome (with its top k hits when asked)."""
+    cases: list[dict[str, object]] = []
+    for r in report.results:
+        case: dict[str, object] = {"line": r.case.line, "query": r.case.query, "expect": r.case.expect,
+                                   "pass": r.passed, "rank": r.rank, "citation": r.citation}
+        if top:
+            case["top"] = list(r.top)
+        cases.append(case)
+    return {"recall": round(report.recall, 4), "passed": report.passed, "total": len(report.results), "cases": cases}
 
 
 def qrels_json(report: QrelsReport, per_query: bool = False) -> dict[str, object]:

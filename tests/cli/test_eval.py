@@ -61,6 +61,17 @@ def test_cases_exit_1_below_min_recall_and_0_at_or_above(store: Path, run_cli: R
     assert code == 0
 
 
+def test_verbose_cases_show_what_ranked_instead_of_a_failing_case(store: Path, run_cli: Run) -> None:
+    code, out, _ = run_cli("eval", "--cases", "eval/cases.jsonl", "--verbose")
+    lines = out.splitlines()
+    failing = lines.index("FAIL  heat transfer  (line 5: no top-5 hit contains 'words nowhere in the notes')")
+    assert code == 0 and lines[failing + 1].startswith("      ranked instead: docs/3.md#0")
+    data = json.loads(run_cli("eval", "--cases", "eval/cases.jsonl", "--verbose", "--json")[1])
+    assert data["rankings"]["lexical"]["cases"][2]["top"][0] == "docs/3.md#0"
+    assert "top" not in json.loads(run_cli("eval", "--cases", "eval/cases.jsonl", "--json")[1])["rankings"][
+        "lexical"]["cases"][2]
+
+
 def test_cases_json_carries_each_case_and_the_verdict(store: Path, run_cli: Run) -> None:
     code, out, err = run_cli("eval", "--cases", "eval/cases.jsonl", "--json", "-k", "1", "--min-recall", "0.9")
     data = json.loads(out)
