@@ -64,7 +64,8 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
             return response
 
 
-def search_deep(settings: Settings, reader: Reader, text: str, depth: int, ranking: str | None = None) -> SearchResponse:
+def search_deep(settings: Settings, reader: Reader, text: str, depth: int,
+                ranking: str | None = None) -> SearchResponse:
     """Up to `depth` ranked hits, past the user cap of MAX_TOP_K: the entry point of evaluation.
 
     Each tier reads max(depth, its user fan-out of 50) candidates, so up to depth 50 the ranking is
