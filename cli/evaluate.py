@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from cli.app import Context, cli, echo_json, pass_context, prologue, require_reader
+from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_FAILURE, KnowledgeError, UsageError
 from config.settings import Settings
 from query.evaluation import (
@@ -31,6 +31,7 @@ from query.evaluation import (
 )
 from query.judgments import read_cases, read_qrels, read_queries
 from query.metrics import METRICS
+from query.reader import Reader
 from query.search import RANKINGS
 from query.terminal import clean, one_line
 
@@ -93,6 +94,11 @@ def _rankings(settings: Settings, tier: str | None, compare: bool) -> tuple[list
     return runnable, {r: NO_EMBEDDINGS for r in RANKINGS if r not in runnable}
 
 
+def _require_documents(reader: Reader) -> None:
+    if reader.document_count() == 0:
+        raise KnowledgeError("the index holds no documents; check knowledge.paths and run `knowledge index`")
+
+
 def _below(figure: str, ranking: str, value: float, threshold: float | None, option: str) -> str | None:
     if threshold is None or value >= threshold:
         return None
@@ -112,13 +118,9 @@ def _cases(obj: Context, path: Path, top_k: int | None, tier: str | None, compar
     loaded = read_cases(path)
     k = top_k or settings.top_k
     rankings, skipped = _rankings(settings, tier, compare)
-    reader = require_reader(settings)
-    try:
-        if reader.document_count() == 0:
-            raise KnowledgeError("the index holds no documents; check knowledge.paths and run `knowledge index`")
+    with Reader(settings) as reader:
+        _require_documents(reader)
         reports = [run_cases(settings, reader, loaded, k, r) for r in rankings]
-    finally:
-        reader.close()
     failures = [f for f in (_below(f"recall@{k}", r.ranking, r.recall, min_recall, "--min-recall")
                             for r in reports) if f]
     if as_json:
@@ -163,16 +165,12 @@ def _qrels(obj: Context, qrels_path: Path, queries_path: Path, depth: int, schem
     settings = prologue(obj, as_json)
     judged, texts = read_qrels(qrels_path), read_queries(queries_path)
     rankings, skipped = _rankings(settings, tier, compare)
-    reader = require_reader(settings)
-    try:
-        if reader.document_count() == 0:
-            raise KnowledgeError("the index holds no documents; check knowledge.paths and run `knowledge index`")
+    with Reader(settings) as reader:
+        _require_documents(reader)
         planned = plan(reader, judged, texts, scheme)
         if not planned.queries:
             raise UsageError(f"none of the judged queries of {qrels_path} has a text in {queries_path}")
         reports = [run_qrels(settings, reader, judged, planned, r, scheme, depth) for r in rankings]
-    finally:
-        reader.close()
     failures = [f for r in reports for f in (
         _below("Recall@10", r.ranking, r.means["recall@10"], min_recall, "--min-recall"),
         _below("nDCG@10", r.ranking, r.means["ndcg@10"], min_ndcg, "--min-ndcg")) if f]
@@ -200,10 +198,12 @@ def _print_qrels(reports: list[QrelsReport], planned: QrelsPlan, scheme: str, de
             _print_misses(report)
     header = ["ranking", "queries"] + [LABELS[m] for m in METRICS]
     rows = [[r.ranking, str(len(r.outcomes))] + [f"{r.means[m]:.3f}" for m in METRICS] for r in reports]
-    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     click.echo("")
-    for row in [header] + rows:
-        click.echo("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    for row in table:
+        cells = (cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        click.echo("  ".join(cells))
     for ranking, why in skipped.items():
         click.echo(f"{ranking}: skipped, {why}")
 
@@ -215,5 +215,5 @@ def _print_misses(report: QrelsReport) -> None:
         missed = ", ".join(f"{clean(doc)} (relevance {grade}, " + (f"rank {rank})" if rank else "not retrieved)")
                            for doc, grade, rank in outcome.misses)
         click.echo(f"{report.ranking} query {clean(outcome.qid)} {one_line(outcome.text, 50)!r}: nDCG@10 "
-                   f"{outcome.scores['ndcg@10']:.3f}, {len(outcome.misses)} of {outcome.relevant} relevant not in the top 10: "
-                   f"{missed}")
+                   f"{outcome.scores['ndcg@10']:.3f}, {len(outcome.misses)} of {outcome.relevant} relevant "
+                   f"not in the top 10: {missed}")
