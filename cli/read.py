@@ -25,7 +25,7 @@ from query.terminal import clean, one_line
 
 @cli.command("search", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="QUERY...")
-@click.option("--top-k", type=click.IntRange(1, MAX_TOP_K), default=None,
+@click.option("--top-k", type=click.IntRange(min=0), default=None,
               help=f"Results to return (default top_k, max {MAX_TOP_K}).")
 @click.option("--full", is_flag=True, help="Print whole sections instead of previews.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -41,11 +41,7 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
     mapper = CitationMapper.from_settings(settings)
     mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper.configured else None for h in response.hits]
     if as_json:
-        data = to_json(response)
-        for result, mapping in zip(data["results"], mapped):
-            if mapping:
-                result["mapped"] = mapping
-        echo_json(data)
+        echo_json(to_json(response, mapper))
     elif response.note and response.status != STATUS_NOT_BUILT:
         click.echo(f"note: {clean(response.note)}")
     if response.status == STATUS_NOT_BUILT:
@@ -63,7 +59,7 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
 def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = None) -> None:
     """Print hits the way the reference does: the raw token, then Mapped, Section and Chunk."""
     for i, hit in enumerate(hits):
-        click.echo(f"\n  {clean(hit.ref)}:\n")
+        click.echo(f"\n  {clean(hit.index_ref)}:\n")
         if mapped and mapped[i]:
             click.echo(f"       Mapped: {clean(mapped[i] or '')}")
         if hit.section:
@@ -89,7 +85,7 @@ def show_command(obj: Context, words: tuple[str, ...]) -> None:
     if not hits:
         raise KnowledgeError(f"no section or document {citation} in the index; `knowledge sources` lists the documents")
     for hit in hits:
-        click.echo(f"\n  {clean(hit.ref)}\n")
+        click.echo(f"\n  {clean(hit.index_ref)}\n")
         if hit.section:
             click.echo(f"Section: {clean(hit.section)}\n")
         click.echo(clean(hit.content))

@@ -78,7 +78,7 @@ class CasesReport:
 
 def hit_text(hit: Hit, mapper: CitationMapper | None = None) -> str:
     """What a case's `expect` is looked for in: section, content, citation token, path (and mapped citation)."""
-    parts = [hit.section or "", hit.content, hit.ref, hit.path]
+    parts = [hit.section or "", hit.content, hit.index_ref, hit.path]
     if mapper is not None and mapper.configured:
         parts.append(mapper.map_chunk(hit.path, hit.ordinal, hit.section) or "")
     return "\n".join(parts)
@@ -97,8 +97,8 @@ def run_cases(settings: Settings, reader: Reader, cases: Sequence[Case], k: int,
         hits = search_deep(settings, reader, case.query, k, ranking).hits[:k]
         found = next(((rank, hit) for rank, hit in enumerate(hits, start=1)
                       if contains(hit_text(hit, mapper), case.expect)), None)
-        results.append(CaseResult(case, found[0] if found else None, found[1].ref if found else None,
-                                  tuple(hit.ref for hit in hits)))
+        results.append(CaseResult(case, found[0] if found else None, found[1].index_ref if found else None,
+                                  tuple(hit.index_ref for hit in hits)))
     return CasesReport(ranking, k, results)
 
 

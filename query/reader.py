@@ -6,7 +6,9 @@ an error; borrowed_reader() lends a query the caller's Reader or opens (and clos
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import base64
+import hashlib
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -33,11 +35,18 @@ class Hit:
     ordinal: int
     section: str
     content: str
+    score: float | None = None  # higher is better; its scale is the ranking's (BM25, RRF or -distance)
 
     @property
-    def ref(self) -> str:
-        """The raw citation token `<path>#<ordinal>`."""
+    def index_ref(self) -> str:
+        """The raw citation token `<path>#<ordinal>`, which `knowledge show` takes back."""
         return f"{self.path}#{self.ordinal}"
+
+    @property
+    def short_ref(self) -> str:
+        """A stable 6-character handle of the raw token: base32 of its SHA-256, lower-cased."""
+        digest = hashlib.sha256(self.index_ref.encode("utf-8", "surrogateescape")).digest()
+        return base64.b32encode(digest).decode()[:6].lower()
 
 
 def parse_ref(token: str) -> tuple[str, int] | None:
@@ -75,8 +84,8 @@ class Reader:
         """Documents in the index."""
         return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
 
-    def hydrate(self, ids: list[int]) -> list[Hit]:
-        """Hits for chunk ids in the given order, in one query; ids that vanished are skipped."""
+    def hydrate(self, ids: list[int], scores: Mapping[int, float] | None = None) -> list[Hit]:
+        """Hits for chunk ids in the given order (with their scores), in one query; vanished ids are skipped."""
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
@@ -85,7 +94,8 @@ class Reader:
             f" JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
             ids,
         ).fetchall()
-        by_id = {r[0]: Hit(r[0], r[1], r[2], r[3], r[4]) for r in rows}
+        scores = scores or {}
+        by_id = {r[0]: Hit(r[0], r[1], r[2], r[3], r[4], scores.get(r[0])) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     def chunk(self, path: str, ordinal: int) -> Hit | None:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from config.errors import EmbeddingError, UsageError, VectorIdentityMismatch
+from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
 from config.observability import tracer
 from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity
-from query.fusion import fused_ids
+from query.fusion import rrf
 from query.lexical import FANOUT, search_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
 from query.terminal import one_line
 from query.terms import build_query
 from query.tier import tier_line
+
+if TYPE_CHECKING:
+    from query.citations import CitationMapper
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "index_empty"
@@ -40,10 +43,17 @@ class SearchResponse:
     degraded: str | None = None
 
 
-def clamp_top_k(top_k: int | None, settings: Settings) -> int:
-    """The effective result count: requested or configured, between 1 and MAX_TOP_K."""
-    wanted = settings.top_k if top_k is None else top_k
-    return max(1, min(int(wanted), MAX_TOP_K))
+def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]:
+    """(effective result count, note): None or 0 is the configured count; above MAX_TOP_K is clamped, saying so.
+
+    A negative count is a QueryError.
+    """
+    if top_k is not None and top_k < 0:
+        raise QueryError(f"top_k must be 0 (the configured {settings.top_k}) or more, got {top_k}")
+    wanted = top_k or settings.top_k
+    if wanted > MAX_TOP_K:
+        return MAX_TOP_K, f"top_k {wanted} is above the cap of {MAX_TOP_K}; at most {MAX_TOP_K} results are returned"
+    return max(1, int(wanted)), None
 
 
 def search(settings: Settings, text: str, top_k: int | None = None, reader: Reader | None = None) -> SearchResponse:
@@ -56,8 +66,11 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
             return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=not_built_note(settings))
+        k, clamped = clamp_top_k(top_k, settings)
         with tracer().start_as_current_span("search") as span:
-            response = _search(settings, reader, text, clamp_top_k(top_k, settings))
+            response = _search(settings, reader, text, k)
+            if clamped:
+                response.note = "; ".join(n for n in (response.note, clamped) if n)
             span.set_attribute("knowledge.tier", response.tier)
             span.set_attribute("knowledge.degraded", response.degraded or "")
             span.set_attribute("knowledge.hits", len(response.hits))
@@ -90,20 +103,22 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     if reader.document_count() == 0:
         return SearchResponse(tier, STATUS_EMPTY, note=NOTE_EMPTY)
     query = build_query(text)
-    lexical = [cid for cid, _ in search_ids(reader.conn, query, fanout)] if ranking != VECTOR else []
+    scored = search_ids(reader.conn, query, fanout) if ranking != VECTOR else []
+    lexical = [cid for cid, _ in scored]
+    lexical_scores = {cid: -score for cid, score in scored}  # bm25 (or negated RRF): lower was better
     note = None
     if not query.terms:
         note = "the query has no searchable terms (words of two or more letters or digits)"
     elif query.dropped:
         note = "dropped terms under two characters: " + ", ".join(query.dropped)
     if emb is None or ranking == LEXICAL:
-        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k]), note, query.dropped)
+        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k], lexical_scores), note, query.dropped)
     from query.vector import KNN_K, embed_query, knn, query_identity  # the HTTP client only with embeddings
 
     if not query.terms and ranking != VECTOR:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
-        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k]), note, query.dropped)
+        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k], lexical_scores), note, query.dropped)
     identity = query_identity(emb, reader.meta, settings.db_path)
     try:
         vector = embed_query(emb, identity, text)
@@ -114,23 +129,39 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
             raise  # a forced ranking (evaluation) never degrades silently
         reason = one_line(str(exc), 200)
         notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
-        return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK, reader.hydrate(lexical[:k]),
+        return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
+                              reader.hydrate(lexical[:k], lexical_scores),
                               "; ".join(notes), query.dropped, degraded=reason)
-    nearest = [cid for cid, _ in knn(reader.conn, vector, max(depth, KNN_K))]
-    ranked = nearest[:k] if ranking == VECTOR else fused_ids([lexical, nearest], k)
-    return SearchResponse(tier, STATUS_OK, reader.hydrate(ranked), note, query.dropped)
+    neighbours = knn(reader.conn, vector, max(depth, KNN_K))
+    nearest = [cid for cid, _ in neighbours]
+    if ranking == VECTOR:
+        ranked = [(cid, -distance) for cid, distance in neighbours[:k]]
+    else:
+        ranked = rrf([lexical, nearest])[:k]
+    return SearchResponse(tier, STATUS_OK, reader.hydrate([cid for cid, _ in ranked], dict(ranked)), note,
+                          query.dropped)
 
 
-def to_json(response: SearchResponse, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The `search --json` shape."""
-    out: dict[str, Any] = {"tier": response.tier, "status": response.status}
-    if response.note:
-        out["note"] = response.note
-    if response.degraded:
-        out["degraded"] = response.degraded
-    out["results"] = [
-        {"citation": h.ref, "path": h.path, "section": h.section, "content": h.content} for h in response.hits
-    ]
-    if extra:
-        out.update(extra)
-    return out
+def hit_json(hit: Hit, mapper: CitationMapper | None = None) -> dict[str, Any]:
+    """One hit as every surface prints it: cite `citation`, look up `index_ref` (seed 001)."""
+    return {
+        "citation": mapper.cite_chunk(hit.path, hit.ordinal, hit.section) if mapper else hit.index_ref,
+        "index_ref": hit.index_ref,
+        "ref": hit.short_ref,
+        "path": hit.path,
+        "section": hit.section,
+        "content": hit.content,
+        "score": None if hit.score is None else round(hit.score, 6),
+    }
+
+
+def to_json(response: SearchResponse, mapper: CitationMapper | None = None) -> dict[str, Any]:
+    """The `search --json` and `/v1/search` shape: tier, status, note (null when none), results."""
+    return {
+        "tier": response.tier,
+        "status": response.status,
+        "note": response.note,
+        "degraded": response.degraded,
+        "dropped_terms": list(response.dropped),
+        "results": [hit_json(h, mapper) for h in response.hits],
+    }

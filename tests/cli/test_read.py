@@ -51,8 +51,10 @@ def test_search_json_shape_and_show_takes_the_citation_back(workdir: Path, run_c
     assert code == 0 and err.strip() == TIER
     assert data["tier"] == TIER and data["status"] == "ok"
     first = data["results"][0]
-    assert set(first) == {"citation", "path", "section", "content"}
-    code, out, _ = run_cli("show", first["citation"])
+    assert list(first) == ["citation", "index_ref", "ref", "path", "section", "content", "score"]
+    assert first["citation"] == first["index_ref"] and len(first["ref"]) == 6 and first["score"] > 0
+    assert data["note"] is None
+    code, out, _ = run_cli("show", first["index_ref"])
     assert code == 0 and out.splitlines()[0] == TIER and first["content"].split("\x1b")[0].strip() in out
 
 
@@ -137,8 +139,8 @@ def test_search_shows_the_mapped_citation_under_the_raw_token(workdir: Path, run
     assert code == 0
     assert "  docs/a.md#0:" in out and "Mapped: https://docs.example.net/a/#alpha" in out
     data = json.loads(run_cli("search", "fox", "--json")[1])
-    assert data["results"][0]["citation"] == "docs/a.md#0"
-    assert data["results"][0]["mapped"] == "https://docs.example.net/a/#alpha"
+    assert data["results"][0]["index_ref"] == "docs/a.md#0"
+    assert data["results"][0]["citation"] == "https://docs.example.net/a/#alpha"
 
 
 def test_a_query_takes_its_words_unquoted_and_a_dash_word_once_it_has_started(workdir: Path, run_cli) -> None:

@@ -118,7 +118,7 @@ def test_a_server_slower_than_the_timeout_degrades_to_lexical(indexed: Path, ser
     server.faults.slow = 2.0
     response = search(settings_of(indexed, server, timeout=0.2), "budget")
     assert response.degraded is not None and "timed out" in response.degraded
-    assert [h.ref for h in response.hits] == ["docs/budgets.md#0"]
+    assert [h.index_ref for h in response.hits] == ["docs/budgets.md#0"]
     assert to_json(response)["degraded"] == response.degraded
 
 

@@ -42,12 +42,12 @@ def test_terms_are_split_on_non_alphanumerics_quoted_ored_and_capped() -> None:
 
 def test_a_heading_match_outranks_a_body_match(built) -> None:
     hits = search(built, "budgets").hits
-    assert [h.ref for h in hits] == ["docs/a.md#0", "docs/a.md#1", "docs/b.md#0"]
+    assert [h.index_ref for h in hits] == ["docs/a.md#0", "docs/a.md#1", "docs/b.md#0"]
 
 
 def test_results_cite_path_and_ordinal_with_the_section_breadcrumb(built) -> None:
     hit = search(built, "week").hits[0]
-    assert (hit.ref, hit.section) == ("docs/a.md#1", "Budgets > Retention")
+    assert (hit.index_ref, hit.section) == ("docs/a.md#1", "Budgets > Retention")
 
 
 def test_porter_stemming_finds_other_forms(built) -> None:

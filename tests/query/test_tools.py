@@ -23,7 +23,7 @@ def test_search_results_carry_the_mapped_citation_the_raw_index_ref_and_the_path
     data = knowledge_search(built, "retention policy")
     assert data["status"] == "ok" and data["note"] and data["framing"].startswith("Untrusted reference data")
     by_ref = {r["index_ref"]: r for r in data["results"]}
-    assert all(list(r) == ["citation", "index_ref", "path", "section", "content"] for r in data["results"])
+    assert all(list(r) == ["citation", "index_ref", "ref", "path", "section", "content", "score"] for r in data["results"])
     section = by_ref["docs/retention.md#1"]
     assert section["citation"] == "https://docs.example.net/retention/#exceptions"
     assert (section["path"], section["section"]) == ("docs/retention.md", "Retention policy > Exceptions")
@@ -63,13 +63,15 @@ def test_every_status_comes_with_a_note(built, tmp_path: Path) -> None:
         assert data["note"] and data["framing"]
 
 
-def test_top_k_is_capped_at_20_and_floored_at_1(tmp_path: Path) -> None:
+def test_top_k_above_20_is_clamped_with_a_note_and_0_means_the_configured_count(tmp_path: Path) -> None:
     docs = {f"d/{i:02}.md": f"# Doc {i}\n\ncommon word\n" for i in range(30)}
     settings = build_store(store_settings(tmp_path, max_injected_tokens=100_000), docs)
-    assert knowledge_search(settings, "common", top_k=500)["returned"] == 20
-    assert knowledge_search(settings, "common", top_k=0)["returned"] == 1
-    assert knowledge_search(settings, "common", top_k=-3)["returned"] == 1
+    clamped = knowledge_search(settings, "common", top_k=500)
+    assert clamped["returned"] == 20 and "top_k 500 is above the cap of 20" in clamped["note"]
+    assert knowledge_search(settings, "common", top_k=0)["returned"] == 5
     assert knowledge_search(settings, "common")["returned"] == 5
+    refused = knowledge_search(settings, "common", top_k=-3)
+    assert refused["status"] == "query_error" and "top_k must be 0" in refused["note"]
 
 
 def test_descriptions_tell_the_model_how_to_cite_and_what_to_keep_off_the_page() -> None:
