@@ -73,13 +73,24 @@ def not_regular(mode: int) -> str:
     return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'a special file')})"
 
 
+def _identity(directory: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of the store directory, to know it when the walk meets it; None if absent."""
+    if directory is None:
+        return None
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def walk_root(root: str, store_dir: Path | None = None) -> WalkResult:
     """Walk one root (a directory or a single file), depth first in sorted order."""
     result = WalkResult(root=root)
     if not valid_name(root):
         result.errors.append(Skip(_display(root), BAD_NAME))
         return result
-    store_real = os.path.realpath(store_dir) if store_dir is not None else None
+    store_id = _identity(store_dir)
     try:
         st = os.lstat(root)
     except OSError as exc:
@@ -96,7 +107,7 @@ def walk_root(root: str, store_dir: Path | None = None) -> WalkResult:
         return result
     base = os.path.normpath(root)
     result.root = _display(base)
-    _walk_tree(base, st, store_real, result)
+    _walk_tree(base, st, store_id, result)
     return result
 
 
@@ -121,7 +132,7 @@ def _list_dir(directory: str, expected: os.stat_result) -> list[tuple[str, os.st
     return listed
 
 
-def _walk_tree(base: str, base_stat: os.stat_result, store_real: str | None, result: WalkResult) -> None:
+def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] | None, result: WalkResult) -> None:
     # A stack of sorted, not yet visited entries per open level: the same depth-first order as
     # recursion, without its depth limit.
     stack: list[tuple[str, list[tuple[str, os.stat_result | OSError]]]] = []
@@ -144,12 +155,12 @@ def _walk_tree(base: str, base_stat: os.stat_result, store_real: str | None, res
             stack.pop()
             continue
         name, st = entries.pop()
-        child = _visit(directory, name, st, store_real, result)
+        child = _visit(directory, name, st, store_id, result)
         if child is not None:
             pending.append(child)
 
 
-def _visit(directory: str, name: str, st: os.stat_result | OSError, store_real: str | None,
+def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tuple[int, int] | None,
            result: WalkResult) -> tuple[str, os.stat_result] | None:
     """Judge one entry; return it when it is a directory to descend into."""
     path = _join(directory, name)
@@ -168,7 +179,7 @@ def _visit(directory: str, name: str, st: os.stat_result | OSError, store_real: 
             result.skipped.append(Skip(_display(path) + "/", "dot directory"))
         elif name in EXCLUDED_DIRS:
             result.skipped.append(Skip(_display(path) + "/", "memory directory"))
-        elif store_real is not None and os.path.realpath(path) == store_real:
+        elif (st.st_dev, st.st_ino) == store_id:
             result.skipped.append(Skip(_display(path) + "/", "the store's own directory"))
         else:
             return path, st
