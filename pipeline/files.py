@@ -50,14 +50,31 @@ def _open_beneath(path: str, root: str) -> int:
     parent: int | None = os.open(start, _DIR_FLAGS) if start else None
     try:
         for name in names[:-1]:
-            child = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            child = _open_at(name, _DIR_FLAGS, parent)
             if parent is not None:
                 os.close(parent)
             parent = child
-        return os.open(names[-1], _FILE_FLAGS, dir_fd=parent)
+        return _open_at(names[-1], _FILE_FLAGS, parent)
     finally:
         if parent is not None:
             os.close(parent)
+
+
+def _open_at(name: str, flags: int, parent: int | None) -> int:
+    """os.open of name in parent; a symlink there is FileSkipped (Linux says ELOOP, or ENOTDIR
+    with O_DIRECTORY), so is a directory since replaced by a file."""
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        try:
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        if stat.S_ISLNK(st.st_mode):
+            raise FileSkipped("symlink refused") from exc
+        raise FileSkipped(f"{name} is no longer a directory") from exc
 
 
 def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_result]:
@@ -68,8 +85,6 @@ def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_resul
     try:
         fd = _open_beneath(path, path if root is None else root)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a component is a symlink (or no longer a directory)
-            raise FileSkipped("symlink refused") from exc
         raise PipelineError(f"cannot read: {exc.strerror}") from exc
     try:
         st = os.fstat(fd)

@@ -143,7 +143,7 @@ def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] |
             try:
                 listed = _list_dir(directory, expected)
             except OSError as exc:
-                if exc.errno == 40:  # ELOOP: swapped for a symlink since its parent was listed
+                if os.path.islink(directory):  # swapped for a symlink since its parent was listed
                     result.skipped.append(Skip(_display(directory) + "/", "symlink refused"))
                 else:
                     result.errors.append(Skip(_display(directory), f"cannot list directory: {exc.strerror}"))
