@@ -13,7 +13,6 @@ from pipeline.chunker import chunk_text
 from pipeline.models import Document, FileJob
 from pipeline.walker import MAX_FILE_BYTES, not_regular
 
-
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -112,7 +111,7 @@ def decode(data: bytes) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileSkipped(f"not UTF-8 (invalid byte at offset {exc.start})") from exc
-    return text[1:] if text.startswith("\ufeff") else text
+    return text.removeprefix("\ufeff")
 
 
 def sha256_hex(data: bytes) -> str:

@@ -132,8 +132,8 @@ def _refused(run_cli, *args: str) -> str:
     ("  embeddings:\n    base_url: 'http://127.0.0.1:70000/v1'\n    model: m\n",
      "knowledge.embeddings.base_url is not a valid URL (Port out of range"),
     ("  expose:\n    mcp:\n      builtins: [knowledge_serch]\n",
-     "builtins names 'knowledge_serch', which is not a tool knowledge serves "
-     "(accepted: knowledge_search, knowledge_enumerate)"),
+     ("builtins names 'knowledge_serch', which is not a tool knowledge serves "
+      "(accepted: knowledge_search, knowledge_enumerate)")),
 ])
 @pytest.mark.parametrize("command", [("index", "docs"), ("serve",)])
 def test_a_setting_that_cannot_work_is_refused_before_anything_runs(

@@ -58,7 +58,7 @@ def test_a_group_or_world_writable_store_directory_is_refused(tree: Path, run_cl
     (tree / "open").mkdir()
     os.chmod(tree / "open", mode)
     _configure(tree, "open")
-    code, out, err = run_cli("index", "docs")
+    code, _, err = run_cli("index", "docs")
     assert code == 1
     assert err.count("\n") == 1 and "writable by group or others" in err and "chmod go-w" in err
     assert _mode(tree / "open") == mode and not (tree / "open/knowledge.db").exists()
