@@ -68,6 +68,14 @@ def _join(base: str, name: str) -> str:
     return name if base in ("", ".") else f"{base.rstrip('/')}/{name}"
 
 
+UNINDEXABLE = ("too large", "symlink refused", "not a regular file", BAD_NAME)
+
+
+def unindexable(reason: str) -> bool:
+    """True when a skip says the file itself cannot be indexed now, so an indexed copy is stale."""
+    return reason.startswith(UNINDEXABLE)
+
+
 def not_regular(mode: int) -> str:
     """The skip reason for a file that is neither regular, a directory nor a symlink."""
     return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'a special file')})"

@@ -147,3 +147,22 @@ def test_a_tree_a_thousand_directories_deep_is_indexed(workdir: Path, run_cli: R
         (levels[-1] / "bottom.md").unlink()
         for level in reversed(levels[1:]):
             level.rmdir()
+
+
+def test_a_file_turned_into_a_symlink_or_fifo_leaves_the_index_but_a_dot_file_named_once_stays(
+    workdir: Path, run_cli: RunCli
+) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nalpha\n", "docs/b.md": "# B\n\nbeta\n", "docs/.c.md": "# C\n\ngamma\n",
+                         "elsewhere.md": "# E\n\nalpha elsewhere\n"})
+    assert run_cli("index", "docs")[0] == 0
+    assert run_cli("index", "docs/.c.md")[0] == 0  # a dot file indexed by name
+    (workdir / "docs/a.md").unlink()
+    (workdir / "docs/a.md").symlink_to(workdir / "elsewhere.md")
+    (workdir / "docs/b.md").unlink()
+    os.mkfifo(workdir / "docs/b.md")
+    code, out, _ = run_cli("index", "docs", "docs", "docs/.c.md")  # overlapping roots: the run still finishes
+    assert code == 0, out
+    assert "skipped: docs/a.md: symlink refused" in out and "skipped: docs/b.md: not a regular file (a FIFO)" in out
+    sources = run_cli("sources")[1]
+    assert "docs/a.md" not in sources and "docs/b.md" not in sources and "docs/.c.md" in sources
+    assert _indexed(workdir, "alpha")["chunks_fts"] == 0 and _indexed(workdir, "beta")["chunks_fts"] == 0
