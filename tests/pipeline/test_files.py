@@ -21,7 +21,7 @@ FTS_TABLES = ("chunks_fts", "chunks_fts_exact")
 
 def _indexed(workdir: Path, word: str) -> dict[str, int]:
     """Documents, chunks and rows of every FTS table that still hold word."""
-    conn = db.open_reader(workdir / "knowledge/default/knowledge.db")
+    conn = db.connect_readonly(workdir / "knowledge/default/knowledge.db")
     try:
         counts = {"documents": conn.execute("SELECT count(*) FROM documents").fetchone()[0],
                   "chunks": conn.execute("SELECT count(*) FROM chunks WHERE body LIKE ?", (f"%{word}%",)).fetchone()[0]}
