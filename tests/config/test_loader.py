@@ -151,7 +151,9 @@ def test_a_broker_url_from_the_environment_is_checked_too(
     assert "knowledge.broker.url is not a valid URL" in _refused(run_cli, "search", "x")
 
 
-def test_a_store_base_that_is_not_a_directory_is_refused(workdir: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_base_that_is_not_a_directory_is_refused(
+    workdir: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KNOWLEDGE_STORE_DIR", "/dev/null")
     for args in (("index", "docs"), ("search", "x"), ("stats",)):
         assert "$KNOWLEDGE_STORE_DIR /dev/null is not a directory" in _refused(run_cli, *args)

@@ -120,4 +120,5 @@ def test_the_allowlist_never_widens_past_tools_that_declare_themselves_servable(
 
 
 def test_the_names_the_loader_accepts_are_exactly_the_servable_tools() -> None:
-    assert SERVABLE_TOOLS == tuple(name for name, spec in tools.TOOLS.items() if spec.servable and spec.read_only)
+    servable = tuple(name for name, spec in tools.TOOLS.items() if spec.servable and spec.read_only)
+    assert servable == SERVABLE_TOOLS
