@@ -28,8 +28,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from corpus import generate  # noqa: E402
 
+from pipeline.files import ingest_file  # noqa: E402
 from pipeline.models import FileJob  # noqa: E402
-from pipeline.reader import ingest_file  # noqa: E402
 from pipeline.store import Store  # noqa: E402
 from pipeline.walker import walk_root  # noqa: E402
 

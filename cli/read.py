@@ -22,6 +22,8 @@ from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
 from query.search import search, to_json
 from query.terminal import clean, one_line
 
+MAX_ORDINAL = 2**63 - 1
+
 
 @cli.command("search", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="QUERY...")
@@ -79,6 +81,8 @@ def show_command(obj: Context, words: tuple[str, ...]) -> None:
     citation = query_text(words)
     settings = prologue(obj, False)
     ref = parse_ref(citation)
+    if ref is not None and ref[1] > MAX_ORDINAL:  # no section has it: SQLite integers stop there
+        ref = None
     with Reader(settings) as reader:
         hit = reader.chunk(*ref) if ref else None
         hits = [hit] if hit else reader.document(citation)

@@ -19,8 +19,8 @@ import yaml
 
 from config.citations import compile_rules
 from config.errors import ConfigError
-from config.settings import BrokerSettings, Settings
-from config.urls import normalize_url
+from config.settings import SERVABLE_TOOLS, BrokerSettings, Settings
+from config.urls import base_url_problem, broker_url_problem, normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
 ENV_STORE_DIR = "KNOWLEDGE_STORE_DIR"
@@ -59,9 +59,13 @@ def load_settings(
     if env.get(ENV_BROKER_URL):
         values["broker"] = BrokerSettings(url=env[ENV_BROKER_URL])
     base = store_dir or env.get(ENV_STORE_DIR)
+    if base:
+        named = "--store-dir" if store_dir else f"${ENV_STORE_DIR}"
+        if Path(base).exists() and not Path(base).is_dir():
+            raise ConfigError(f"{named} {base} is not a directory; name the directory stores are kept under")
     values["store_base"] = Path(base).resolve() if base else Path.cwd()
     values["config_path"] = path
-    settings = Settings(**values)
+    settings = _normalise(Settings(**values))
     _check_semantics(settings, path)
     return settings
 
@@ -72,9 +76,22 @@ def settings_from_mapping(data: Mapping[str, Any], **extra: Any) -> Settings:
     node = yaml.compose(text)
     values = _convert_block(node, "<mapping>") if node is not None else {}
     values.update(extra)
-    settings = Settings(**values)
+    settings = _normalise(Settings(**values))
     _check_semantics(settings, None)
     return settings
+
+
+def _normalise(settings: Settings) -> Settings:
+    """Paths starting with ~ expanded to the home directory; tool names trimmed of blanks."""
+    mcp = settings.expose.mcp
+    return dataclasses.replace(
+        settings,
+        paths=tuple(os.path.expanduser(p) if p.startswith("~") else p for p in settings.paths),
+        directory=os.path.expanduser(settings.directory) if settings.directory.startswith("~") else settings.directory,
+        expose=dataclasses.replace(
+            settings.expose, mcp=dataclasses.replace(mcp, builtins=tuple(name.strip() for name in mcp.builtins))
+        ),
+    )
 
 
 def _parse_file(path: Path) -> dict[str, Any]:
@@ -151,6 +168,9 @@ def _convert(hint: Any, node: yaml.Node, key: str, source: str) -> Any:
         item = typing.get_args(hint)[0]
         if not isinstance(node, yaml.SequenceNode):
             raise ConfigError(f"{_where(source, node)}: {key} must be a list")
+        if item is str:
+            for i, child in enumerate(node.value):
+                _require_text(child, f"{key}[{i}]", source)
         return tuple(_convert(item, child, f"{key}[{i}]", source) for i, child in enumerate(node.value))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _convert_dataclass(hint, node, key, source)
@@ -185,6 +205,20 @@ def _scalar(hint: Any, node: yaml.ScalarNode, key: str, source: str) -> Any:
     raise ConfigError(f"{_where(source, node)}: {key} has an unsupported type")  # pragma: no cover
 
 
+def _require_text(node: yaml.Node, key: str, source: str) -> None:
+    """A list of paths, URLs, hosts or tool names holds text only: no number, no empty entry."""
+    if not isinstance(node, yaml.ScalarNode):
+        return  # _convert names the mistake
+    tag = node.tag.rsplit(":", 1)[-1]
+    if tag == "null":
+        raise ConfigError(
+            f"{_where(source, node)}: {key} is empty (YAML reads a bare ~ as nothing); write the entry, "
+            "quoted if it starts with ~ ('~/docs')"
+        )
+    if tag != "str":
+        raise ConfigError(f"{_where(source, node)}: {key} must be text, got {node.value!r}; quote it if it is meant")
+
+
 def _where(source: str, node: yaml.Node) -> str:
     mark = node.start_mark
     return f"{source}:{mark.line + 1}:{mark.column + 1}"
@@ -206,14 +240,26 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         raise ConfigError(f"{where}: knowledge.max_injected_tokens must be at least 1")
     if settings.workers < 1 or settings.batch_files < 1:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
-    if settings.broker is not None and not settings.broker.url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(
-            f"{where}: knowledge.broker.url must look like redis://host:port/db, got {settings.broker.url!r}"
-        )
+    for i, entry in enumerate(settings.paths):
+        if not entry.strip():
+            raise ConfigError(f"{where}: knowledge.paths[{i}] is empty; name a directory or file to index")
+    mcp = settings.expose.mcp
+    unknown = [name for name in mcp.builtins if name not in SERVABLE_TOOLS]
+    if unknown:
+        raise ConfigError(f"{where}: knowledge.expose.mcp.builtins names {', '.join(map(repr, unknown))}, which "
+                          f"{'is not a tool' if len(unknown) == 1 else 'are not tools'} knowledge serves "
+                          f"(accepted: {', '.join(SERVABLE_TOOLS)})")
+    if not 0 <= mcp.port <= 65535:
+        raise ConfigError(f"{where}: knowledge.expose.mcp.port must be between 0 and 65535, got {mcp.port}")
+    if settings.broker is not None:
+        problem = broker_url_problem(settings.broker.url)
+        if problem:
+            raise ConfigError(f"{where}: knowledge.broker.url {problem}, got {settings.broker.url!r}")
     emb = settings.embeddings
     if emb is not None:
-        if not emb.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"{where}: knowledge.embeddings.base_url must start with http:// or https://")
+        problem = base_url_problem(emb.base_url)
+        if problem:
+            raise ConfigError(f"{where}: knowledge.embeddings.base_url {problem}, got {emb.base_url!r}")
         if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0 or emb.max_pending < 1:
             raise ConfigError(
                 f"{where}: knowledge.embeddings batch_size (1-2048), concurrency (>=1), timeout (>0) and "

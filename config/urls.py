@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 WEB_SCHEMES = ("http", "https")
 
@@ -65,3 +65,42 @@ def normalize_urls(raws: Iterable[str]) -> list[str]:
     for raw in raws:
         seen.setdefault(normalize_url(raw), None)
     return list(seen)
+
+
+def _parts(raw: str) -> tuple[SplitResult | None, str | None]:
+    """urlsplit of raw with its port checked, or the reason it does not parse."""
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        return None, f"is not a valid URL ({exc})"
+    return parts, None
+
+
+def base_url_problem(raw: str) -> str | None:
+    """Why raw cannot be an embeddings server's base URL (http(s), a host, no credentials), or None."""
+    if any(ord(ch) <= 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in raw):
+        return "contains whitespace or control characters"
+    parts, problem = _parts(raw)
+    if parts is None:
+        return problem
+    if parts.scheme.lower() not in WEB_SCHEMES:
+        return "must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "has no host"
+    if parts.username is not None or parts.password is not None:
+        return "carries credentials; put the key in the variable api_key_env names"
+    return None
+
+
+def broker_url_problem(raw: str) -> str | None:
+    """Why raw cannot be a Redis broker URL (redis://host:port/db, rediss://, unix://), or None."""
+    parts, problem = _parts(raw)
+    if parts is None:
+        return problem
+    scheme = parts.scheme.lower()
+    if scheme not in ("redis", "rediss", "unix"):
+        return "must look like redis://host:port/db"
+    if scheme == "unix" and not parts.path:
+        return "names no socket; it must look like unix:///path/to/redis.sock"
+    return None

@@ -2,8 +2,9 @@
 
 The interpreter's stdlib sqlite3 cannot load extensions, so knowledge uses pysqlite3 (a current
 SQLite with FTS5) and loads sqlite-vec into every connection. Writers get one connection in WAL
-mode; readers open the file read-only. The store directory is 0700, the file and its -wal/-shm
-sidecars 0600, and a symlink at any of them is refused.
+mode; readers open the file read-only. A store directory knowledge creates is 0700 (an existing one
+is used as it is, refused when group or world writable), the file and its -wal/-shm sidecars 0600,
+and a symlink at any of them is refused.
 """
 
 from __future__ import annotations
@@ -37,11 +38,33 @@ def refuse_symlink(path: Path) -> None:
 
 
 def ensure_store_dir(directory: Path) -> None:
-    """Create the store directory 0700 (parents as needed); refuse a symlink there."""
+    """Create the store directory 0700 (parents as needed) when it is missing.
+
+    An existing directory (`knowledge.directory: .` names the project itself) is used as it is,
+    never chmod-ed: it is refused when it is a symlink, not a directory, or writable by group or
+    others, since anyone who can write there could replace the store's files.
+    """
     refuse_symlink(directory)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    refuse_symlink(directory)
-    os.chmod(directory, 0o700)
+    try:
+        directory.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot create the store directory {directory}: {exc.strerror}") from exc
+    else:
+        refuse_symlink(directory)
+        os.chmod(directory, 0o700)  # exactly 0700 whatever the umask
+        return
+    st = os.lstat(directory)
+    if stat.S_ISLNK(st.st_mode):
+        refuse_symlink(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"the store directory {directory} exists and is not a directory")
+    if st.st_mode & 0o022:
+        raise UnsafePathError(
+            f"the store directory {directory} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            f"run `chmod go-w {directory}` or point knowledge.directory elsewhere"
+        )
 
 
 def _create_file_0600(path: Path) -> None:

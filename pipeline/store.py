@@ -117,6 +117,12 @@ class Store:
                 removed.append(path)
         return removed
 
+    def forget(self, path: str) -> bool:
+        """Delete the document at path, which can no longer be indexed (binary, not UTF-8, too large,
+        a symlink, not a regular file); its chunks leave every FTS and vector table with it. False
+        when it was not indexed."""
+        return bool(self.remove([path]))
+
     def prune(self, root: str, seen: set[str]) -> list[str]:
         """Delete the documents of root that the (complete) walk did not see."""
         rows = self.conn.execute("SELECT path FROM documents WHERE root = ?", (root,)).fetchall()

@@ -1,10 +1,15 @@
-"""Find the eligible files under the configured roots, reporting every skip with its reason."""
+"""Find the eligible files under the configured roots, reporting every skip with its reason.
+
+The walk is iterative (a tree 1,000 directories deep is walked like any other) and never follows
+a symlink: each directory is opened with O_NOFOLLOW and must be the very directory (device and
+inode) its parent listed, so a directory swapped for a symlink while the walk runs is refused, not
+followed. A name that is not valid UTF-8 cannot be stored or cited, so it is skipped with a reason.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +18,10 @@ from pipeline.models import Skip
 EXTENSIONS = frozenset({".md", ".markdown", ".txt", ".text"})
 MAX_FILE_BYTES = 512 * 1024
 EXCLUDED_DIRS = frozenset({"memory"})
+BAD_NAME = "file name is not valid UTF-8"
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device"}
 
 
 @dataclass(frozen=True)
@@ -40,18 +49,56 @@ class WalkResult:
         return not self.errors
 
 
+def valid_name(path: str) -> bool:
+    """True when path (as the OS handed it over) is valid UTF-8, so it can be stored and cited."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _display(path: str) -> str:
-    return path.replace(os.sep, "/")
+    """The path with forward slashes; bytes that are not UTF-8 shown as \\xNN escapes."""
+    shown = path if valid_name(path) else os.fsencode(path).decode("utf-8", "backslashreplace")
+    return shown.replace(os.sep, "/")
 
 
 def _join(base: str, name: str) -> str:
     return name if base in ("", ".") else f"{base.rstrip('/')}/{name}"
 
 
+UNINDEXABLE = ("too large", "symlink refused", "not a regular file", BAD_NAME)
+
+
+def unindexable(reason: str) -> bool:
+    """True when a skip says the file itself cannot be indexed now, so an indexed copy is stale."""
+    return reason.startswith(UNINDEXABLE)
+
+
+def not_regular(mode: int) -> str:
+    """The skip reason for a file that is neither regular, a directory nor a symlink."""
+    return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'a special file')})"
+
+
+def _identity(directory: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of the store directory, to know it when the walk meets it; None if absent."""
+    if directory is None:
+        return None
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def walk_root(root: str, store_dir: Path | None = None) -> WalkResult:
     """Walk one root (a directory or a single file), depth first in sorted order."""
     result = WalkResult(root=root)
-    store_real = os.path.realpath(store_dir) if store_dir is not None else None
+    if not valid_name(root):
+        result.errors.append(Skip(_display(root), BAD_NAME))
+        return result
+    store_id = _identity(store_dir)
     try:
         st = os.lstat(root)
     except OSError as exc:
@@ -68,41 +115,90 @@ def walk_root(root: str, store_dir: Path | None = None) -> WalkResult:
         return result
     base = os.path.normpath(root)
     result.root = _display(base)
-    for found in _walk_dir(base, store_real, result):
-        result.files.append(found)
+    _walk_tree(base, st, store_id, result)
     return result
 
 
-def _walk_dir(directory: str, store_real: str | None, result: WalkResult) -> Iterator[Found]:
+def _list_dir(directory: str, expected: os.stat_result) -> list[tuple[str, os.stat_result | OSError]]:
+    """The sorted entries of directory with their lstat, read through a descriptor that is the
+    directory the parent listed (O_NOFOLLOW, same device and inode); raise OSError otherwise."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError as exc:
-        result.errors.append(Skip(_display(directory), f"cannot list directory: {exc.strerror}"))
-        return
-    for entry in entries:
-        path = _join(directory, entry.name)
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError as exc:
-            result.skipped.append(Skip(_display(path), f"cannot stat: {exc.strerror}"))
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (expected.st_dev, expected.st_ino):
+            raise OSError(0, "replaced while the walk ran")
+        listed: list[tuple[str, os.stat_result | OSError]] = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    listed.append((entry.name, entry.stat(follow_symlinks=False)))
+                except OSError as exc:
+                    listed.append((entry.name, exc))
+    finally:
+        os.close(fd)
+    listed.sort(key=lambda item: item[0])
+    return listed
+
+
+def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] | None, result: WalkResult) -> None:
+    # A stack of sorted, not yet visited entries per open level: the same depth-first order as
+    # recursion, without its depth limit.
+    stack: list[tuple[str, list[tuple[str, os.stat_result | OSError]]]] = []
+    pending: list[tuple[str, os.stat_result]] = [(base, base_stat)]
+    while pending or stack:
+        if pending:
+            directory, expected = pending.pop()
+            try:
+                listed = _list_dir(directory, expected)
+            except OSError as exc:
+                if os.path.islink(directory):  # swapped for a symlink since its parent was listed
+                    result.skipped.append(Skip(_display(directory) + "/", "symlink refused"))
+                else:
+                    result.errors.append(Skip(_display(directory), f"cannot list directory: {exc.strerror}"))
+                continue
+            stack.append((directory, listed[::-1]))
             continue
-        if stat.S_ISLNK(st.st_mode):
-            result.skipped.append(Skip(_display(path), "symlink refused"))
+        directory, entries = stack[-1]
+        if not entries:
+            stack.pop()
             continue
-        if stat.S_ISDIR(st.st_mode):
-            if entry.name.startswith("."):
-                result.skipped.append(Skip(_display(path) + "/", "dot directory"))
-            elif entry.name in EXCLUDED_DIRS:
-                result.skipped.append(Skip(_display(path) + "/", "memory directory"))
-            elif store_real is not None and os.path.realpath(path) == store_real:
-                result.skipped.append(Skip(_display(path) + "/", "the store's own directory"))
-            else:
-                yield from _walk_dir(path, store_real, result)
-            continue
-        if stat.S_ISREG(st.st_mode):
-            found = _consider(path, result.root, st, result, explicit=False)
-            if found is not None:
-                yield found
+        name, st = entries.pop()
+        child = _visit(directory, name, st, store_id, result)
+        if child is not None:
+            pending.append(child)
+
+
+def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tuple[int, int] | None,
+           result: WalkResult) -> tuple[str, os.stat_result] | None:
+    """Judge one entry; return it when it is a directory to descend into."""
+    path = _join(directory, name)
+    if isinstance(st, OSError):
+        result.skipped.append(Skip(_display(path), f"cannot stat: {st.strerror}"))
+        return None
+    if not valid_name(name):
+        suffix = "/" if stat.S_ISDIR(st.st_mode) else ""
+        result.skipped.append(Skip(_display(path) + suffix, BAD_NAME))
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        result.skipped.append(Skip(_display(path), "symlink refused"))
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        if name.startswith("."):
+            result.skipped.append(Skip(_display(path) + "/", "dot directory"))
+        elif name in EXCLUDED_DIRS:
+            result.skipped.append(Skip(_display(path) + "/", "memory directory"))
+        elif (st.st_dev, st.st_ino) == store_id:
+            result.skipped.append(Skip(_display(path) + "/", "the store's own directory"))
+        else:
+            return path, st
+        return None
+    if stat.S_ISREG(st.st_mode):
+        found = _consider(path, result.root, st, result, explicit=False)
+        if found is not None:
+            result.files.append(found)
+        return None
+    result.skipped.append(Skip(_display(path), not_regular(st.st_mode)))
+    return None
 
 
 def _consider(path: str, root: str, st: os.stat_result, result: WalkResult, explicit: bool) -> Found | None:

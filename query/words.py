@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import regex  # type: ignore[import-untyped]
 
 from config.settings import Settings
 from pipeline import db, schema
@@ -26,6 +29,8 @@ SHORT_LIST = 20
 BULK_COUNTS = 200
 RELATED_MAX = 20
 _STEM_CACHE_MAX = 200_000
+PATTERN_SECONDS = 3.0
+"""The most time a pattern may spend matching the whole vocabulary (see matching_words)."""
 
 STATUS_OK = "ok"
 STATUS_CORPUS_EMPTY = "corpus_empty"
@@ -205,6 +210,41 @@ class WordsResult:
         return out
 
 
+def matching_words(pattern: str, words: list[str]) -> list[str] | None:
+    """The words pattern (case-insensitive) finds in, or None when that takes over PATTERN_SECONDS.
+
+    Raise ValueError for a pattern the bounded engine cannot compile.
+
+    Python's re backtracks without limit: a nested quantifier such as `(a+)+$` against one long
+    word runs for hours, and a C-level match can be neither interrupted from another thread nor
+    killed. The `regex` engine (re's syntax and semantics in its VERSION0 mode) takes a timeout per
+    call, checked inside the match; every call gets what is left of one deadline for the whole scan.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            compiled = regex.compile(pattern, regex.IGNORECASE | regex.VERSION0)
+    except (regex.error, OverflowError, RecursionError) as exc:  # re accepted it, the bounded engine does not
+        raise ValueError(str(exc)) from None
+    deadline = time.monotonic() + PATTERN_SECONDS
+    selected: list[str] = []
+    for word in words:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            if compiled.search(word, timeout=remaining):
+                selected.append(word)
+        except TimeoutError:
+            return None
+    return selected
+
+
+def _too_slow(pattern: str) -> str:
+    return (f"{pattern!r} took over {PATTERN_SECONDS:g} s to match the vocabulary and was stopped; nested "
+            "quantifiers such as (a+)+ backtrack exponentially: write it without them")
+
+
 def list_words(
     settings: Settings, pattern: str | None = None, counts: bool | None = None, reader: Reader | None = None
 ) -> WordsResult:
@@ -215,7 +255,7 @@ def list_words(
     try:
         with warnings.catch_warnings():  # a user's pattern may trip re's FutureWarnings; it is not our code
             warnings.simplefilter("ignore", FutureWarning)
-            regex = re.compile(pattern, re.IGNORECASE) if pattern else None
+            compiled = re.compile(pattern, re.IGNORECASE) if pattern else None
     except (re.error, OverflowError, RecursionError) as exc:
         return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
     with borrowed_reader(settings, reader) as reader:
@@ -224,7 +264,12 @@ def list_words(
         if reader.document_count() == 0:
             return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)
-        selected = [w for w in vocab if regex is None or regex.search(w)]
+        try:
+            selected = vocab if compiled is None else matching_words(pattern or "", vocab)
+        except ValueError as exc:
+            return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
+        if selected is None:
+            return WordsResult(STATUS_PATTERN_INVALID, _too_slow(pattern or ""), pattern)
         stems = STEMMER.stems(selected)
         want_counts = len(selected) <= SHORT_LIST if counts is None else counts
         if not want_counts:

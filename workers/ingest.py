@@ -7,8 +7,8 @@ from typing import Any
 
 from config.errors import FileSkipped, PipelineError
 from config.urls import is_web_path
+from pipeline.files import ingest_file
 from pipeline.models import FileJob
-from pipeline.reader import ingest_file
 from pipeline.web import PageUnchanged, ingest_url
 from workers import backpressure, embed
 from workers.runtime import Runtime

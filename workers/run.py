@@ -24,9 +24,9 @@ from pipeline import db, schema, vectors
 from pipeline.embeddings import Probe
 from pipeline.fingerprint import StoredStat, classify
 from pipeline.lock import WriteLock
-from pipeline.models import FileJob
+from pipeline.models import FileJob, Skip
 from pipeline.store import Store, stored_stats
-from pipeline.walker import Found, walk_root
+from pipeline.walker import Found, unindexable, walk_root
 from pipeline.web import url_jobs
 from workers import queues
 from workers.actors import Actors, declare_actors
@@ -86,6 +86,17 @@ def read_stored(settings: Settings) -> dict[str, StoredStat]:
         conn.close()
 
 
+STALE_KEY = "stale"
+
+
+def stale_items(skipped: list[Skip], stored: dict[str, StoredStat]) -> list[dict[str, Any]]:
+    """Writer payload items for indexed documents the walk now finds unindexable (too large, a
+    symlink, not a regular file): they leave the index. Any other skip (a dot file indexed by name,
+    a transient `cannot stat`) leaves them in place."""
+    return [{"path": s.path, "outcome": "skipped", "reason": s.reason} for s in skipped
+            if s.path in stored and unindexable(s.reason)]
+
+
 def plan_and_enqueue(
     settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, run_id: str,
     probe: Probe | None = None,
@@ -110,15 +121,19 @@ def plan_and_enqueue(
     seen: dict[str, list[str]] = {}
     prunable: list[str] = []
     walk_failures: list[tuple[str, str, str | None]] = []
+    stale: dict[str, dict[str, Any]] = {}
     for root in roots:
         result = walk_root(root, settings.store_dir)
         ledger.skip(run_id, [(s.path, s.reason) for s in result.skipped])
+        stale.update((item["path"], item) for item in stale_items(result.skipped, stored))
         walk_failures += [(e.path, "failed", e.reason) for e in result.errors]
         for found in result.files:
             files.setdefault(found.path, found)
         seen[result.root] = [f.path for f in result.files]
         if result.complete and result.files and not explicit:
             prunable.append(result.root)
+    for path in files:  # another root walked it as a file: it has its outcome there
+        stale.pop(path, None)
     jobs, unchanged = classify(list(files.values()), stored, request.reindex)
     if vector_plan is not None and vector_plan.backfill:
         # Unchanged files with a chunk lacking a vector (embeddings newly on, a lexical run in
@@ -131,7 +146,10 @@ def plan_and_enqueue(
     # Web pages are fetched by the ingest workers every run (never here); they are never pruned.
     pages = url_jobs(urls, stored, request.reindex, vector_plan.backfill if vector_plan is not None else set())
     ledger.record(run_id, walk_failures + [(f.path, "unchanged", None) for f in unchanged])
-    ledger.walked(run_id, len(files) + len(walk_failures) + len(pages), seen, prunable)
+    ledger.walked(run_id, len(files) + len(walk_failures) + len(pages) + len(stale), seen, prunable)
+    if stale:  # the writer removes them like any file the ingest step skipped
+        ledger.stage(run_id, STALE_KEY, list(stale.values()))
+        actors.write.send(run_id, STALE_KEY)
     size = settings.batch_files
     batches = [jobs[i:i + size] for i in range(0, len(jobs), size)]
     batches += [pages[i:i + URL_BATCH] for i in range(0, len(pages), URL_BATCH)]

@@ -23,6 +23,8 @@ def apply_item(runtime: Runtime, item: dict[str, Any]) -> tuple[str, str, str | 
             size, mtime_ns = item["touch"]
             store.touch(path, size, mtime_ns)
             return path, "unchanged", None
+        if outcome == "skipped":  # no longer indexable: its old text is not what the file says now
+            store.forget(path)
     except (KnowledgeError, DatabaseError) as exc:
         return path, "failed", f"store write failed: {exc}"
     return path, outcome, item.get("reason")

@@ -194,3 +194,12 @@ def test_sources_and_stats_json_have_the_http_api_shape(workdir: Path, run_cli) 
     assert set(sources["documents"][0]) >= {"path", "title", "chunks", "indexed_at", "root", "mapped"}
     stats = json.loads(run_cli("stats", "--json")[1])
     assert (stats["status"], stats["note"], stats["documents"]) == ("ok", None, 2)
+
+
+def test_show_with_an_ordinal_past_sqlites_integers_is_a_one_line_miss(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    code, out, err = run_cli("show", "docs/a.md#99999999999999999999999")
+    assert code == 1 and "Traceback" not in out + err
+    assert err == "knowledge: error: no section or document docs/a.md#99999999999999999999999 in the index; " \
+                  "`knowledge sources` lists the documents\n"

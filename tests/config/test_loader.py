@@ -106,3 +106,68 @@ def test_every_setting_has_help_and_is_documented() -> None:
     for key, field in _keys(settings_module.Settings, "knowledge"):
         assert field.metadata.get("help"), f"{key} has no help text"
         assert f"`{key}`" in doc, f"{key} is not documented in docs/configuration.md"
+
+
+# Through the real CLI: every refused setting is one line on stderr and exit 2, never a traceback.
+
+def _refused(run_cli, *args: str) -> str:
+    code, out, err = run_cli(*args)
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and err.startswith("knowledge: error: ") and "Traceback" not in out + err
+    return err
+
+
+@pytest.mark.parametrize(("yaml_text", "expected"), [
+    ("  expose:\n    mcp:\n      port: 99999\n", "knowledge.expose.mcp.port must be between 0 and 65535, got 99999"),
+    ("  broker:\n    url: redis://127.0.0.1:99999/0\n", "knowledge.broker.url is not a valid URL (Port out of range"),
+    ("  broker:\n    url: unix://\n", "knowledge.broker.url names no socket"),
+    ("  paths: [1, 2]\n", "knowledge.paths[0] must be text, got '1'"),
+    ("  paths: [~]\n", "knowledge.paths[0] is empty (YAML reads a bare ~ as nothing)"),
+    ("  paths: ['']\n", "knowledge.paths[0] is empty"),
+    ("  embeddings:\n    base_url: http://user:secret@127.0.0.1:1234/v1\n    model: m\n",
+     "knowledge.embeddings.base_url carries credentials"),
+    ("  embeddings:\n    base_url: 'http://'\n    model: m\n", "knowledge.embeddings.base_url has no host"),
+    ("  embeddings:\n    base_url: 'http://[::1'\n    model: m\n",
+     "knowledge.embeddings.base_url is not a valid URL (Invalid IPv6 URL)"),
+    ("  embeddings:\n    base_url: 'http://127.0.0.1:70000/v1'\n    model: m\n",
+     "knowledge.embeddings.base_url is not a valid URL (Port out of range"),
+    ("  expose:\n    mcp:\n      builtins: [knowledge_serch]\n",
+     ("builtins names 'knowledge_serch', which is not a tool knowledge serves "
+      "(accepted: knowledge_search, knowledge_enumerate)")),
+])
+@pytest.mark.parametrize("command", [("index", "docs"), ("serve",)])
+def test_a_setting_that_cannot_work_is_refused_before_anything_runs(
+    workdir: Path, run_cli, yaml_text: str, expected: str, command: tuple[str, ...]
+) -> None:
+    (workdir / "docs").mkdir()
+    (workdir / "knowledge.yaml").write_text("knowledge:\n" + yaml_text, encoding="utf-8")
+    assert expected in _refused(run_cli, *command)
+
+
+def test_a_broker_url_from_the_environment_is_checked_too(
+    workdir: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KNOWLEDGE_BROKER_URL", "redis://127.0.0.1:99999/0")
+    assert "knowledge.broker.url is not a valid URL" in _refused(run_cli, "search", "x")
+
+
+def test_a_store_base_that_is_not_a_directory_is_refused(
+    workdir: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KNOWLEDGE_STORE_DIR", "/dev/null")
+    for args in (("index", "docs"), ("search", "x"), ("stats",)):
+        assert "$KNOWLEDGE_STORE_DIR /dev/null is not a directory" in _refused(run_cli, *args)
+    monkeypatch.delenv("KNOWLEDGE_STORE_DIR")
+    assert "--store-dir /dev/null is not a directory" in _refused(run_cli, "--store-dir", "/dev/null", "stats")
+
+
+def test_tool_names_are_trimmed_and_paths_may_start_at_home(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(workdir))
+    config = _write(workdir, "knowledge:\n  paths: ['~/docs', notes]\n  directory: '~/store'\n"
+                             "  expose:\n    mcp:\n      builtins: [' knowledge_search ', knowledge_enumerate]\n")
+    s = load_settings(config, environ={})
+    assert s.paths == (f"{workdir}/docs", "notes")
+    assert s.store_dir == workdir / "store"
+    assert s.expose.mcp.builtins == ("knowledge_search", "knowledge_enumerate")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from config.settings import SERVABLE_TOOLS
 from pipeline.store import Store
 from query import tools
 from query.tools import ToolSpec, exposure, knowledge_enumerate, knowledge_search
@@ -107,9 +109,18 @@ def test_the_allowlist_never_widens_past_tools_that_declare_themselves_servable(
         "knowledge_index", "writes", read_only=False, servable=True, call=lambda *a: {}
     )
     registry["knowledge_show"] = ToolSpec("knowledge_show", "reads", read_only=True, servable=False, call=lambda *a: {})
-    chosen = exposure(settings_with("knowledge_index", "knowledge_show", "knowledge_search", "nonsense"), registry)
+    # The loader refuses names outside SERVABLE_TOOLS; exposure() still guards settings built otherwise.
+    base = settings_with()
+    unchecked = dataclasses.replace(base, expose=dataclasses.replace(base.expose, mcp=dataclasses.replace(
+        base.expose.mcp, builtins=("knowledge_index", "knowledge_show", "knowledge_search", "nonsense"))))
+    chosen = exposure(unchecked, registry)
     assert chosen.names == ("knowledge_search",)
     text = " ".join(chosen.warnings)
     assert "knowledge_index does not declare MCP exposure" in text
     assert "knowledge_show does not declare MCP exposure" in text
     assert "'nonsense', which is not a servable tool" in text
+
+
+def test_the_names_the_loader_accepts_are_exactly_the_servable_tools() -> None:
+    servable = tuple(name for name, spec in tools.TOOLS.items() if spec.servable and spec.read_only)
+    assert servable == SERVABLE_TOOLS

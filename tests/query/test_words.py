@@ -98,3 +98,20 @@ def test_words_output_strips_terminal_control_sequences(tmp_path: Path, run_cli)
     settings = build_store(store_settings(tmp_path), {"d/a.md": "# T\n\nplain \x1b[2Jclearing\x1b]8;;x\x07 words\n"})
     code, out, _ = run_cli("--store-dir", str(settings.store_base), "words")
     assert code == 0 and "\x1b" not in out and "\x07" not in out
+
+
+@pytest.mark.timeout(120)
+def test_a_catastrophically_backtracking_pattern_is_answered_or_stopped_never_left_running(
+    workdir: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "docs").mkdir()
+    (workdir / "docs/a.md").write_text("# Long\n\n" + "a" * 60 + "b and some ordinary words\n", encoding="utf-8")
+    assert run_cli("index", "docs")[0] == 0
+    monkeypatch.setattr(words, "PATTERN_SECONDS", 0.3)
+    code, out, _ = run_cli("words", "(a+)+$")  # 2**60 paths through the long word for re; regex memoises
+    assert code == 0 and "no word of the index matches" in out
+    code, out, err = run_cli("words", "(a|aa)+$")  # exponential for both engines: stopped at the deadline
+    assert code == 2
+    assert err.count("\n") == 1 and "took over 0.3 s" in err and "Traceback" not in out + err
+    code, out, _ = run_cli("words", "^ordin")  # an ordinary pattern still answers
+    assert code == 0 and "ordinary" in out

@@ -341,3 +341,30 @@ def test_rm_goes_through_the_running_writer_and_reset_asks_to_stop_it(cluster: C
     reset = cluster.knowledge("reset", "--force", timeout=30)
     assert reset.returncode == 75 and "stop the `knowledge writer`" in reset.stderr
     assert cluster.settings.db_path.is_file()
+
+
+def test_hostile_files_cost_only_themselves_and_stale_ones_leave_the_store(cluster: Cluster, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a", "b", "c"):
+        (docs / f"{name}.md").write_text(f"# {name}\n\nword{name} text\n", encoding="utf-8")
+    with open(os.fsencode(docs) + b"/bad\xffname.md", "wb") as handle:
+        handle.write(b"# bad\n")
+    cluster.start(workers=1, threads=1)
+    first = cluster.knowledge("index", str(docs), "--json", timeout=120)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert (summary["added"], summary["failed"]) == (3, 0)
+    assert {"path": f"{docs}/bad\\xffname.md", "reason": "file name is not valid UTF-8"} in summary["skipped"]
+
+    (docs / "a.md").write_bytes(b"# a\n\nworda \x00 binary\n")  # read-time skip
+    (docs / "b.md").write_text("wordb " * 100_000, encoding="utf-8")  # walk-time skip: too large
+    second = cluster.knowledge("index", str(docs), "--json", timeout=120)
+    assert second.returncode == 0, second.stderr
+    summary = json.loads(second.stdout)
+    reasons = {item["path"]: item["reason"] for item in summary["skipped"]}
+    assert reasons[f"{docs}/a.md"] == "binary file (contains NUL bytes)"
+    assert reasons[f"{docs}/b.md"].startswith("too large")
+    documents, _ = store_rows(cluster.settings.db_path)
+    assert [row[0] for row in documents] == [f"{docs}/c.md"], documents
+    assert integrity_problems(cluster.settings.db_path) == []

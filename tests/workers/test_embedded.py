@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import pipeline.reader
+import pipeline.files
 from config.errors import StoreBusy
 from pipeline.lock import WriteLock
 from pipeline.store import Store
@@ -55,8 +56,8 @@ def test_a_no_change_run_reads_no_file(workdir: Path, make_settings, monkeypatch
     settings = make_settings(paths=["docs"])
     index(settings)
     reads: list[str] = []
-    original = pipeline.reader.read_bytes
-    monkeypatch.setattr(pipeline.reader, "read_bytes", lambda p: reads.append(p) or original(p))
+    original = pipeline.files.read_bytes
+    monkeypatch.setattr(pipeline.files, "read_bytes", lambda p, root=None: reads.append(p) or original(p, root))
     summary = index(settings)
     assert reads == []
     assert summary.counts["unchanged"] == 3 and summary.counts["added"] == 0
@@ -68,8 +69,8 @@ def test_a_file_written_within_the_racy_window_is_rehashed(workdir: Path, make_s
     settings = make_settings(paths=["docs"])
     index(settings)  # mtimes are "now": inside the 2 s window of this run's rows
     reads: list[str] = []
-    original = pipeline.reader.read_bytes
-    monkeypatch.setattr(pipeline.reader, "read_bytes", lambda p: reads.append(p) or original(p))
+    original = pipeline.files.read_bytes
+    monkeypatch.setattr(pipeline.files, "read_bytes", lambda p, root=None: reads.append(p) or original(p, root))
     summary = index(settings)
     assert sorted(reads) == sorted(DOCS)
     assert summary.counts["unchanged"] == 3
@@ -85,8 +86,8 @@ def test_a_touched_but_unchanged_file_is_unchanged_and_then_takes_the_fast_path(
     os.utime(workdir / "docs/guide.md", (past, past))
     assert index(settings).counts["unchanged"] == 3
     reads: list[str] = []
-    original = pipeline.reader.read_bytes
-    monkeypatch.setattr(pipeline.reader, "read_bytes", lambda p: reads.append(p) or original(p))
+    original = pipeline.files.read_bytes
+    monkeypatch.setattr(pipeline.files, "read_bytes", lambda p, root=None: reads.append(p) or original(p, root))
     index(settings)
     assert reads == []
 
@@ -148,14 +149,14 @@ def test_a_root_with_a_walk_error_does_not_prune(workdir: Path, make_settings,
     settings = make_settings(paths=["docs"])
     index(settings)
     (workdir / "docs/notes.txt").unlink()
-    real_scandir = os.scandir
+    real_open = os.open
 
-    def failing(path: str):
-        if str(path).endswith("sub"):
+    def failing(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(path).endswith("sub") and flags & os.O_DIRECTORY:
             raise PermissionError(13, "Permission denied")
-        return real_scandir(path)
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline.walker.os, "scandir", failing)
+    monkeypatch.setattr(pipeline.walker.os, "open", failing)
     summary = index(settings)
     assert summary.removed == 0
     assert summary.failures == [{"path": "docs/sub", "reason": "cannot list directory: Permission denied"}]
@@ -165,14 +166,14 @@ def test_a_root_with_a_walk_error_does_not_prune(workdir: Path, make_settings,
 def test_an_unreadable_file_fails_without_failing_the_run(workdir: Path, make_settings,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     write_tree(workdir, DOCS)
-    original = pipeline.reader.read_bytes
+    original = pipeline.files.read_bytes
 
-    def flaky(path: str):
+    def flaky(path: str, root: str | None = None):
         if path.endswith("notes.txt"):
-            raise pipeline.reader.PipelineError("cannot read: Input/output error")
-        return original(path)
+            raise pipeline.files.PipelineError("cannot read: Input/output error")
+        return original(path, root)
 
-    monkeypatch.setattr(pipeline.reader, "read_bytes", flaky)
+    monkeypatch.setattr(pipeline.files, "read_bytes", flaky)
     summary = index(make_settings(paths=["docs"]))
     assert summary.state == "complete"
     assert summary.failures == [{"path": "docs/notes.txt", "reason": "cannot read: Input/output error"}]

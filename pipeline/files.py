@@ -1,0 +1,142 @@
+"""Read one walked file: refuse symlinks at any component, non-regular files, binary and non-UTF-8
+content; hash it; chunk it."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+
+from config.errors import FileSkipped, PipelineError
+from pipeline.chunker import chunk_text
+from pipeline.models import Document, FileJob
+from pipeline.walker import MAX_FILE_BYTES, not_regular
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _components(path: str, root: str) -> tuple[str, list[str]]:
+    """The directory to start from and the names leading from it to path.
+
+    A file walked under a directory root is reached from that root one component at a time; a
+    single-file root (path == root) is opened as named.
+    """
+    if path == root:
+        return "", [path]
+    if root == ".":
+        rel = path
+    elif root == "/":
+        rel = path[1:]
+    elif path.startswith(root.rstrip("/") + "/"):
+        rel = path[len(root.rstrip("/")) + 1:]
+    else:
+        raise PipelineError(f"cannot read: not under its root {root}")
+    return root, [name for name in rel.split("/") if name not in ("", ".")]
+
+
+def _open_beneath(path: str, root: str) -> int:
+    """A descriptor of path opened from root with no symlink followed at any component.
+
+    Each directory below root is opened relative to its parent (dir_fd) with O_NOFOLLOW and
+    O_DIRECTORY, so a directory swapped for a symlink during a run is refused, never followed. The
+    file itself is opened with O_NONBLOCK, so a FIFO put in its place cannot hang the read.
+    """
+    start, names = _components(path, root)
+    if any(name == ".." for name in names):
+        raise FileSkipped("path leaves its root")
+    parent: int | None = os.open(start, _DIR_FLAGS) if start else None
+    try:
+        for name in names[:-1]:
+            child = _open_at(name, _DIR_FLAGS, parent)
+            if parent is not None:
+                os.close(parent)
+            parent = child
+        return _open_at(names[-1], _FILE_FLAGS, parent)
+    finally:
+        if parent is not None:
+            os.close(parent)
+
+
+def _open_at(name: str, flags: int, parent: int | None) -> int:
+    """os.open of name in parent; a symlink there is FileSkipped (Linux says ELOOP, or ENOTDIR
+    with O_DIRECTORY), so is a directory since replaced by a file."""
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        try:
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        if stat.S_ISLNK(st.st_mode):
+            raise FileSkipped("symlink refused") from exc
+        raise FileSkipped(f"{name} is no longer a directory") from exc
+
+
+def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and stat, reached from root without following a symlink anywhere below it.
+
+    Raise FileSkipped (symlink, not a regular file, too large) or PipelineError (read failure).
+    """
+    try:
+        fd = _open_beneath(path, path if root is None else root)
+    except OSError as exc:
+        raise PipelineError(f"cannot read: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileSkipped(not_regular(st.st_mode))
+        if st.st_size > MAX_FILE_BYTES:
+            raise FileSkipped(f"too large ({st.st_size} bytes > {MAX_FILE_BYTES})")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise PipelineError(f"cannot read: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise FileSkipped(f"too large (over {MAX_FILE_BYTES} bytes)")
+    return data, st
+
+
+def decode(data: bytes) -> str:
+    """UTF-8 text of data (a BOM dropped); raise FileSkipped for binary or other encodings."""
+    if b"\x00" in data:
+        raise FileSkipped("binary file (contains NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileSkipped(f"not UTF-8 (invalid byte at offset {exc.start})") from exc
+    return text.removeprefix("\ufeff")
+
+
+def sha256_hex(data: bytes) -> str:
+    """Content hash of a file."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def ingest_file(job: FileJob, force: bool = False) -> Document | str:
+    """Read, hash and chunk one file.
+
+    Returns the Document, or the string "unchanged" when the content hash equals the stored one
+    (and force is off). Raises FileSkipped (not indexable) or PipelineError (read failure).
+    """
+    data, st = read_bytes(job.path, job.root)
+    digest = sha256_hex(data)
+    if not force and job.stored_sha256 == digest:
+        return "unchanged"
+    text = decode(data)
+    chunked = chunk_text(text)
+    return Document(
+        path=job.path,
+        root=job.root,
+        sha256=digest,
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        title=chunked.title,
+        chunks=chunked.chunks,
+    )
