@@ -19,10 +19,8 @@ from config.errors import IndexNotBuilt, KnowledgeError
 from config.settings import MAX_TOP_K
 from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
-from query.search import search, to_json
+from query.search import hit_json, search, to_json
 from query.terminal import clean, one_line
-
-MAX_ORDINAL = 2**63 - 1
 
 
 @cli.command("search", cls=QueryCommand)
@@ -75,19 +73,24 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
 
 @cli.command("show", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="CITATION")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the hit shape of search --json).")
 @pass_context
-def show_command(obj: Context, words: tuple[str, ...]) -> None:
+def show_command(obj: Context, words: tuple[str, ...], as_json: bool) -> None:
     """Print the section a citation token (`<path>#<ordinal>`) names, or every section of a document PATH."""
     citation = query_text(words)
-    settings = prologue(obj, False)
+    settings = prologue(obj, as_json)
     ref = parse_ref(citation)
-    if ref is not None and ref[1] > MAX_ORDINAL:  # no section has it: SQLite integers stop there
-        ref = None
     with Reader(settings) as reader:
         hit = reader.chunk(*ref) if ref else None
         hits = [hit] if hit else reader.document(citation)
     if not hits:
         raise KnowledgeError(f"no section or document {citation} in the index; `knowledge sources` lists the documents")
+    if as_json:
+        from query.citations import CitationMapper
+
+        mapper = CitationMapper.from_settings(settings)
+        echo_json({"status": "ok", "note": None, "results": [hit_json(h, mapper) for h in hits]})
+        return
     for hit in hits:
         click.echo(f"\n  {clean(hit.index_ref)}\n")
         if hit.section:

@@ -49,10 +49,13 @@ class Hit:
         return base64.b32encode(digest).decode()[:6].lower()
 
 
+MAX_ORDINAL = 2**63 - 1  # SQLite's integers stop here: a larger ordinal names no section
+
+
 def parse_ref(token: str) -> tuple[str, int] | None:
-    """(path, ordinal) of a `<path>#<ordinal>` token, or None if it is not one."""
+    """(path, ordinal) of a `<path>#<ordinal>` token, or None if it is not one (or names no storable ordinal)."""
     path, sep, ordinal = token.rpartition("#")
-    if not sep or not path or not ordinal.isdigit():
+    if not sep or not path or not (ordinal.isascii() and ordinal.isdigit()) or int(ordinal) > MAX_ORDINAL:
         return None
     return path, int(ordinal)
 

@@ -203,3 +203,12 @@ def test_show_with_an_ordinal_past_sqlites_integers_is_a_one_line_miss(workdir: 
     assert code == 1 and "Traceback" not in out + err
     assert err == "knowledge: error: no section or document docs/a.md#99999999999999999999999 in the index; " \
                   "`knowledge sources` lists the documents\n"
+
+
+def test_show_json_has_the_hit_shape(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs")
+    code, out, _ = run_cli("show", "docs/a.md#0", "--json")
+    data = json.loads(out)
+    assert code == 0 and (data["status"], data["note"]) == ("ok", None)
+    assert [r["index_ref"] for r in data["results"]] == ["docs/a.md#0"] and data["results"][0]["score"] is None
