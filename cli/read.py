@@ -20,7 +20,7 @@ from config.settings import MAX_TOP_K
 from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
 from query.search import hit_json, search, to_json
-from query.terminal import clean, one_line
+from query.terminal import clean, one_line, preview
 
 
 @cli.command("search", cls=QueryCommand)
@@ -68,7 +68,7 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
             body = clean(hit.content).replace("\n", "\n               ")
             click.echo(f"        Chunk: {body}")
         else:
-            click.echo(f"        Chunk: {one_line(hit.content)}")
+            click.echo(f"        Chunk: {preview(hit.content)}")
 
 
 @cli.command("show", cls=QueryCommand)

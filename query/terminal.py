@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 from pipeline.text import without_controls
@@ -23,7 +24,29 @@ def clean(text: str) -> str:
     return without_controls(_SEQUENCES.sub("", text))
 
 
+# Markup a reader of a preview does not want: HTML tags (`<abbr title=..>`), mkdocs/snippet includes
+# (`{!> ../x.py !}`, `--8<-- "x"`), and entities, decoded (`&amp;` -> `&`).
+_TAGS = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+_INCLUDES = re.compile(r"\{!.*?!\}|--8<--\s*\"[^\"]*\"")
+
+
+def preview_text(text: str) -> str:
+    """text without tags, include directives and entities, as a preview shows it."""
+    return html.unescape(_INCLUDES.sub(" ", _TAGS.sub("", text)))
+
+
+def preview(text: str, width: int = 100) -> str:
+    """A section's one-line preview: markup stripped, then one_line."""
+    return one_line(preview_text(text), width)
+
+
 def one_line(text: str, width: int = 100) -> str:
-    """A cleaned, single-line preview of at most width characters."""
+    """text cleaned onto a single line of at most width characters, cut at a word when one is near."""
     flat = " ".join(clean(text).split())
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
+    if len(flat) <= width:
+        return flat
+    cut = flat[: width - 3]
+    space = cut.rfind(" ")
+    if space >= width // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "..."
