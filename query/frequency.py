@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from pipeline import schema
 from pipeline.db import Connection, OperationalError
-from query.terms import LexicalQuery, quote
+from query.terms import LexicalQuery
 from query.words import STEMMER
 
 COMMON_FRACTION = 0.5
@@ -83,4 +83,4 @@ def without_common(conn: Connection, query: LexicalQuery, limit: int) -> Lexical
     kept = tuple(t for t in query.terms if t not in common)
     if not common or not kept or max((found.get(t) or 0) for t in kept) < limit:
         return query
-    return replace(query, expression=" OR ".join(quote(t) for t in kept), terms=kept)
+    return replace(query, terms=kept)

@@ -13,7 +13,7 @@ from query.fusion import rrf
 from query.lexical import FANOUT, search_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
 from query.terminal import one_line
-from query.terms import build_query
+from query.terms import LexicalQuery, build_query
 from query.tier import tier_line
 
 if TYPE_CHECKING:
@@ -103,7 +103,9 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     if reader.document_count() == 0:
         return SearchResponse(tier, STATUS_EMPTY, note=NOTE_EMPTY)
     query = build_query(text)
-    scored = search_ids(reader.conn, query, fanout) if ranking != VECTOR else []
+    excluded = excluded_ids(reader, query)
+    scored = [(cid, score) for cid, score in search_ids(reader.conn, query, fanout)
+              if cid not in excluded] if ranking != VECTOR else []
     lexical = [cid for cid, _ in scored]
     lexical_scores = {cid: -score for cid, score in scored}  # bm25 (or negated RRF): lower was better
     note = None
@@ -111,6 +113,9 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
         note = "the query has no searchable terms (words of two or more letters or digits)"
     elif query.dropped:
         note = "dropped terms under two characters: " + ", ".join(query.dropped)
+    if query.excluded:
+        left_out = "left out the sections holding " + ", ".join(query.excluded)
+        note = f"{note}; {left_out}" if note else left_out
     if emb is None or ranking == LEXICAL:
         return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k], lexical_scores), note, query.dropped)
     from query.vector import KNN_K, embed_query, knn, query_identity  # the HTTP client only with embeddings
@@ -132,7 +137,7 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
         return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
                               reader.hydrate(lexical[:k], lexical_scores),
                               "; ".join(notes), query.dropped, degraded=reason)
-    neighbours = knn(reader.conn, vector, max(depth, KNN_K))
+    neighbours = [(cid, d) for cid, d in knn(reader.conn, vector, max(depth, KNN_K)) if cid not in excluded]
     nearest = [cid for cid, _ in neighbours]
     if ranking == VECTOR:
         ranked = [(cid, -distance) for cid, distance in neighbours[:k]]
@@ -153,6 +158,14 @@ def hit_json(hit: Hit, mapper: CitationMapper | None = None) -> dict[str, Any]:
         "content": hit.content,
         "score": None if hit.score is None else round(hit.score, 6),
     }
+
+
+def excluded_ids(reader: Reader, query: LexicalQuery) -> set[int]:
+    """The chunks holding a word the query excludes (any form of it, as the porter index sees words)."""
+    if not query.excluded:
+        return set()
+    rows = reader.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (query.exclusion,))
+    return {int(r[0]) for r in rows}
 
 
 def to_json(response: SearchResponse, mapper: CitationMapper | None = None) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 User text reaches FTS5 only through build_query: it keeps runs of letters and digits, drops terms
 under two characters (reported), quotes each, caps the list at MAX_TERMS and ORs them, so no query
-text can carry FTS5 syntax. CJK runs are kept aside for the trigram table.
+text can carry FTS5 syntax. A `-word` (at the start or after a blank) excludes the sections holding
+that word, as in `knowledge match`. CJK runs are kept aside for the trigram table.
 """
 
 from __future__ import annotations
@@ -18,14 +19,33 @@ _TERM = re.compile(r"[^\W_]+")
 TRIGRAM = 3
 
 
+# A word the query excludes: `-word` at the start or after a blank (so `kube-proxy` is one term).
+_EXCLUDED = re.compile(r"(?:^|(?<=\s))-([^\W_][\w-]*)")
+
+
 @dataclass(frozen=True)
 class LexicalQuery:
-    """The FTS5 expression built from free text, the terms it kept or dropped, and its CJK runs."""
+    """The terms free text kept, dropped and excluded, its CJK runs, and the FTS5 expression of them."""
 
-    expression: str
     terms: tuple[str, ...]
     dropped: tuple[str, ...] = field(default=())
     cjk: tuple[str, ...] = field(default=())
+    excluded: tuple[str, ...] = field(default=())
+
+    @property
+    def expression(self) -> str:
+        """The OR of the quoted terms, minus any section holding an excluded word; empty without terms."""
+        if not self.terms:
+            return ""
+        wanted = " OR ".join(quote(t) for t in self.terms)
+        if not self.excluded:
+            return wanted
+        return f"({wanted}) NOT ({self.exclusion})"
+
+    @property
+    def exclusion(self) -> str:
+        """The OR of the quoted excluded words (empty when none)."""
+        return " OR ".join(quote(t) for t in self.excluded)
 
 
 def terms_of(text: str) -> tuple[list[str], list[str]]:
@@ -56,11 +76,13 @@ def quote(text: str) -> str:
 
 
 def build_query(text: str) -> LexicalQuery:
-    """The OR of quoted terms (at most MAX_TERMS) for text; expression is empty when none remain."""
-    kept, dropped = terms_of(text)
-    kept = kept[:MAX_TERMS]
-    expression = " OR ".join(quote(t) for t in kept)
-    return LexicalQuery(expression, tuple(kept), tuple(dropped), tuple(cjk_runs_of(text)))
+    """The terms (at most MAX_TERMS) of text, and the words it excludes with a leading `-`."""
+    excluded = [w for w in dict.fromkeys(m.lower() for m in _EXCLUDED.findall(text))]
+    rest = _EXCLUDED.sub(" ", text)
+    kept, dropped = terms_of(rest)
+    excluded_terms, _ = terms_of(" ".join(excluded))
+    return LexicalQuery(tuple(kept[:MAX_TERMS]), tuple(dropped), tuple(cjk_runs_of(rest)),
+                        tuple(excluded_terms[:MAX_TERMS]))
 
 
 def trigrams(runs: tuple[str, ...] | list[str]) -> list[str]:

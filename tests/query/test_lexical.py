@@ -111,3 +111,16 @@ def test_terms_in_half_the_chunks_are_left_out_without_changing_the_ranking(work
         assert [cid for cid, _ in pruned] == [r[0] for r in full][:5]
         only_common = build_query("the text")
         assert without_common(reader.conn, only_common, 1) == only_common
+
+
+def test_a_dash_word_excludes_the_sections_holding_it_and_the_note_says_so(workdir: Path, make_settings) -> None:
+    write_tree(workdir, {
+        "docs/mw.md": "# Middleware\n\nmiddleware for cors headers\n",
+        "docs/other.md": "# Other\n\nmiddleware for gzip compression\n",
+    })
+    settings = make_settings(paths=["docs"])
+    index(settings)
+    response = search(settings, "middleware -cors")
+    assert [h.index_ref for h in response.hits] == ["docs/other.md#0"]
+    assert response.note and "left out the sections holding cors" in response.note
+    assert build_query("kube-proxy restart").excluded == ()
