@@ -135,7 +135,7 @@ def _refuse_unanswered(result: EnumerateResult) -> None:
 
 def _render(result: EnumerateResult, mapper: CitationMapper) -> None:
     for rep in result.terms:
-        forms = [f for f in rep.related if f != rep.term.text.lower()]
+        forms = list(rep.related)
         extra = f"; forms: {', '.join(forms)}" if forms else ""
         click.echo(
             f"term {clean(rep.term.label)}: {rep.any_form} documents in any form, {rep.as_written} as written "
@@ -161,16 +161,25 @@ cli.add_command(match_command, "which")
 
 @cli.command("words")
 @click.argument("pattern", required=False)
+@click.option("--min-docs", type=click.IntRange(min=0), default=None, help="Only words in at least N documents.")
+@click.option("--max-docs", type=click.IntRange(min=0), default=None, help="Only words in at most N documents.")
+@click.option("--field", type=click.Choice(sorted(vocab.WORD_FIELDS)), default=None,
+              help="Only the words of the headings or of the bodies.")
+@click.option("--sort", type=click.Choice(vocab.WORD_SORTS), default="word", show_default=True,
+              help="Alphabetical, or most documents first.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="List at most N words.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every word with its stem and document counts).")
 @pass_context
-def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
+def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_docs: int | None, field: str | None,
+                  sort: str, limit: int | None, as_json: bool) -> None:
     """List the words the documents contain; PATTERN (a regular expression) narrows the list.
 
     A short list shows each word's stem and how many documents hold it as written and in any form
     (what `knowledge match WORD` reports); a long list is plain words, several to a line.
     """
     settings = prologue(obj, as_json)
-    result = vocab.list_words(settings, pattern, counts=True if as_json else None)
+    narrowing = vocab.Narrowing(min_docs, max_docs, field, sort, limit)
+    result = vocab.list_words(settings, pattern, counts=True if as_json else None, narrowing=narrowing)
     if result.status == vocab.STATUS_PATTERN_INVALID:
         raise UsageError(result.note or "invalid pattern")
     if as_json:
@@ -184,7 +193,7 @@ def words_command(obj: Context, pattern: str | None, as_json: bool) -> None:
         return
     if result.short:
         table = _table([("Word", "left"), ("Stem", "left"), ("As written", "right"), ("Any form", "right")])
-        for info in vocab.by_counts(result.words):
+        for info in result.words if sort == "docs" else vocab.by_counts(result.words):
             table.add_row(_text(info.word), _text(info.stem), str(info.as_written), str(info.any_form))
         _print_table(table)
         return

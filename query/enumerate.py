@@ -21,7 +21,7 @@ from pipeline.db import Connection
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
 from query.terms import TRIGRAM, quote
-from query.words import STEMMER, document_count, related_forms
+from query.words import STEMMER, document_count, other_forms
 
 STATUS_OK = "ok"
 STATUS_CORPUS_EMPTY = "corpus_empty"
@@ -254,7 +254,7 @@ def report(conn: Connection, term: Term, any_form: int) -> TermReport:
     words = [w.lower() for w in WORD.findall(term.text)]
     stems = STEMMER.stems(words)
     stem = " ".join(stems[w] for w in words)
-    related = tuple(related_forms(conn, stem)) if len(words) == 1 else ()
+    related = tuple(other_forms(conn, stem, words[0])) if len(words) == 1 else ()
     return TermReport(term, any_form, as_written, stem, related)
 
 

@@ -28,6 +28,7 @@ from query.terms import quote
 SHORT_LIST = 20
 BULK_COUNTS = 200
 RELATED_MAX = 20
+FORMS_SHOWN = 5
 _STEM_CACHE_MAX = 200_000
 PATTERN_SECONDS = 3.0
 """The most time a pattern may spend matching the whole vocabulary (see matching_words)."""
@@ -111,6 +112,16 @@ def related_forms(conn: Connection, stem: str, limit: int = RELATED_MAX) -> list
     candidates = [str(t) for (t,) in rows]
     stems = STEMMER.stems(candidates)
     return [w for w in candidates if stems[w] == stem][:limit]
+
+
+def other_forms(conn: Connection, stem: str, surface: str, limit: int = FORMS_SHOWN) -> list[str]:
+    """The index's other words sharing stem (not surface itself): at most limit, most chunks first."""
+    forms = [w for w in related_forms(conn, stem) if w != surface.lower()]
+    if not forms:
+        return []
+    marks = ",".join("?" * len(forms))
+    chunks = dict(conn.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", forms).fetchall())
+    return sorted(forms, key=lambda w: (-int(chunks.get(w, 0)), w))[:limit]
 
 
 def document_count(conn: Connection, table: str, expression: str) -> int:
@@ -240,43 +251,99 @@ def matching_words(pattern: str, words: list[str]) -> list[str] | None:
     return selected
 
 
+def _invalid(pattern: str | None, exc: Exception) -> str:
+    return (f"{pattern!r} is not a regular expression: {exc}; to match characters such as + ( [ * ? literally, "
+            "escape them with a backslash, as 'c\\+\\+'")
+
+
 def _too_slow(pattern: str) -> str:
     return (f"{pattern!r} took over {PATTERN_SECONDS:g} s to match the vocabulary and was stopped; nested "
             "quantifiers such as (a+)+ backtrack exponentially: write it without them")
 
 
+@dataclass(frozen=True)
+class Narrowing:
+    """What narrows and orders a word list beyond its pattern (`words --min-docs/--max-docs/--field/--sort/--limit`).
+
+    min_docs/max_docs bound the documents holding the word as written; field keeps the words of the
+    headings or of the bodies only; sort is `word` (alphabetical) or `docs` (most documents first).
+    """
+
+    min_docs: int | None = None
+    max_docs: int | None = None
+    field: str | None = None
+    sort: str = "word"
+    limit: int | None = None
+
+    @property
+    def needs_counts(self) -> bool:
+        """Whether every word's document counts are needed to narrow or order the list."""
+        return self.min_docs is not None or self.max_docs is not None or self.sort == "docs"
+
+    def keeps(self, info: WordInfo) -> bool:
+        """Whether a counted word is within the document bounds."""
+        docs = info.as_written or 0
+        return (self.min_docs is None or docs >= self.min_docs) and (self.max_docs is None or docs <= self.max_docs)
+
+
+WORD_SORTS = ("word", "docs")
+WORD_FIELDS = {"heading": "heading_path", "body": "body"}
+
+
+def field_words(settings: Settings, field: str) -> set[str]:
+    """The words of the exact table that occur in one column (heading or body)."""
+    bulk = db.connect_readonly(settings.db_path, schema.INSTANCES_DDL)
+    try:
+        view = schema.INSTANCES["chunks_fts_exact"]
+        rows = bulk.execute(f"SELECT DISTINCT term FROM {view} WHERE col = ?", (WORD_FIELDS[field],))
+        return {str(t) for (t,) in rows}
+    finally:
+        bulk.close()
+
+
 def list_words(
-    settings: Settings, pattern: str | None = None, counts: bool | None = None, reader: Reader | None = None
+    settings: Settings, pattern: str | None = None, counts: bool | None = None, reader: Reader | None = None,
+    narrowing: Narrowing | None = None,
 ) -> WordsResult:
     """The words matching pattern (a case-insensitive regex); never raises for any pattern text.
 
-    counts: None computes document counts only for a short list; True always; False never.
+    counts: None computes document counts only for a short list; True always; False never (unless
+    the narrowing needs them).
     """
+    narrowing = narrowing or Narrowing()
     try:
         with warnings.catch_warnings():  # a user's pattern may trip re's FutureWarnings; it is not our code
             warnings.simplefilter("ignore", FutureWarning)
             compiled = re.compile(pattern, re.IGNORECASE) if pattern else None
     except (re.error, OverflowError, RecursionError) as exc:
-        return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
+        return WordsResult(STATUS_PATTERN_INVALID, _invalid(pattern, exc), pattern)
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
             return WordsResult(STATUS_NOT_BUILT, not_built_note(settings), pattern)
         if reader.document_count() == 0:
             return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)
+        if narrowing.field:
+            in_field = field_words(settings, narrowing.field)
+            vocab = [w for w in vocab if w in in_field]
         try:
             selected = vocab if compiled is None else matching_words(pattern or "", vocab)
         except ValueError as exc:
-            return WordsResult(STATUS_PATTERN_INVALID, f"{pattern!r} is not a regular expression: {exc}", pattern)
+            return WordsResult(STATUS_PATTERN_INVALID, _invalid(pattern, exc), pattern)
         if selected is None:
             return WordsResult(STATUS_PATTERN_INVALID, _too_slow(pattern or ""), pattern)
         stems = STEMMER.stems(selected)
         want_counts = len(selected) <= SHORT_LIST if counts is None else counts
-        if not want_counts:
+        if not (want_counts or narrowing.needs_counts):
             infos = [WordInfo(w, stems[w]) for w in selected]
         else:
             by_word = document_counts(reader, selected, stems)
-            infos = [WordInfo(w, stems[w], *by_word[w]) for w in selected]
+            infos = [info for w in selected if narrowing.keeps(info := WordInfo(w, stems[w], *by_word[w]))]
+        if narrowing.sort == "docs":
+            infos = sorted(infos, key=lambda i: (-(i.as_written or 0), i.word))
+        if narrowing.limit is not None:
+            infos = infos[: narrowing.limit]
+        selected = [i.word for i in infos]
         note = None if selected else f"no word of the index matches {pattern!r}"
         return WordsResult(STATUS_OK, note, pattern, infos, len(vocab))
 

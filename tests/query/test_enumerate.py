@@ -85,7 +85,7 @@ def test_any_form_counts_every_word_sharing_the_stem_and_as_written_only_the_wor
     assert report.stem == "deprec"
     assert report.any_form == 2  # api.md (deprecated, deprecation, deprecate) and retention.md
     assert report.as_written == 2
-    assert set(report.related) == {"deprecated", "deprecation", "deprecate", "deprecations"}
+    assert set(report.related) == {"deprecation", "deprecate", "deprecations"}  # the other forms, not the word
     assert enumerate_documents(built, "deprecation").terms[0].as_written == 1
 
 
@@ -185,3 +185,14 @@ def test_a_doubled_quote_inside_a_phrase_is_one_quote_and_forty_terms_is_the_cap
     assert len(parse(" ".join(f"word{i}" for i in range(40))).terms) == 40
     with pytest.raises(QueryError, match="at most 40 terms"):
         parse(" ".join(f"word{i}" for i in range(41)))
+
+
+def test_other_forms_are_at_most_five_most_chunks_first(tmp_path: Path) -> None:
+    docs = {f"d/{i}.md": f"# T{i}\n\n" + " ".join(["connect"] + ["connects"] * (i > 0) + ["connected"] * (i > 1)
+                                                  + ["connecting"] * (i > 2) + ["connection"] * (i > 3)
+                                                  + ["connections"] * (i > 4) + ["connective"] * (i > 5)) + "\n"
+            for i in range(8)}
+    settings = build_store(store_settings(tmp_path), docs)
+    forms = enumerate_documents(settings, "connect").terms[0].related
+    assert "connect" not in forms and len(forms) == 5
+    assert forms[:3] == ("connects", "connected", "connecting")

@@ -115,3 +115,24 @@ def test_a_catastrophically_backtracking_pattern_is_answered_or_stopped_never_le
     assert err.count("\n") == 1 and "took over 0.3 s" in err and "Traceback" not in out + err
     code, out, _ = run_cli("words", "^ordin")  # an ordinary pattern still answers
     assert code == 0 and "ordinary" in out
+
+
+def test_words_narrow_by_documents_and_field_sort_by_documents_and_limit(built, run_cli) -> None:
+    base = ["--store-dir", str(built.store_base)]
+    every = json.loads(run_cli(*base, "words", "--json")[1])["words"]
+    code, out, _ = run_cli(*base, "words", "--min-docs", "2", "--json")
+    kept = json.loads(out)["words"]
+    assert code == 0 and kept and all(w["as_written"] >= 2 for w in kept)
+    assert len(kept) == sum(1 for w in every if w["as_written"] >= 2)
+    code, out, _ = run_cli(*base, "words", "--max-docs", "1", "--sort", "docs", "--limit", "3", "--json")
+    assert code == 0 and len(json.loads(out)["words"]) == 3
+    code, out, _ = run_cli(*base, "words", "--sort", "docs", "--json")
+    counts = [w["as_written"] for w in json.loads(out)["words"]]
+    assert counts == sorted(counts, reverse=True)
+    headings = {w["word"] for w in json.loads(run_cli(*base, "words", "--field", "heading", "--json")[1])["words"]}
+    assert "retention" in headings and headings < {w["word"] for w in every}
+
+
+def test_an_invalid_pattern_advises_escaping(built, run_cli) -> None:
+    code, _, err = run_cli("--store-dir", str(built.store_base), "words", "c++(")
+    assert code == 2 and "escape them with a backslash" in err
