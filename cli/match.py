@@ -69,6 +69,8 @@ def _text(value: str) -> Text:
               help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
 @click.option("--all", "show_all", is_flag=True, help="List every matching document.")
 @click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
+@click.option("--min-matches", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Only documents with at least N matching sections (body and heading matches summed).")
 @click.option("--paths-only", is_flag=True, help="Print only the paths, one per line.")
 @click.option("--count", "count_only", is_flag=True, help="Print only the number of matching documents.")
 @click.option("--exit-code", is_flag=True,
@@ -76,7 +78,8 @@ def _text(value: str) -> Text:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def match_command(
-    obj: Context, words: tuple[str, ...], limit: int | None, show_all: bool, sort: str, paths_only: bool,
+    obj: Context, words: tuple[str, ...], limit: int | None, show_all: bool, sort: str, min_matches: int,
+    paths_only: bool,
     count_only: bool, exit_code: bool, as_json: bool,
 ) -> None:
     """List every document containing all the words of QUERY, completely and unranked.
@@ -93,10 +96,10 @@ def match_command(
     echo_tier(tier_line(settings), machine)
     everything = show_all or (limit is None and (paths_only or count_only))
     wanted = None if everything else limit or DEFAULT_LIMIT
-    result = enumerate_documents(settings, query, 0 if count_only else wanted, sort)
+    result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches)
     mapper = CitationMapper.from_settings(settings)
     if as_json:
-        echo_json(to_json(result, mapper.cite_chunk))
+        echo_json(to_json(result, mapper))
         if result.status == STATUS_NOT_BUILT:
             raise IndexNotBuilt(result.note)
     elif paths_only or count_only:
@@ -148,7 +151,7 @@ def _render(result: EnumerateResult, mapper: CitationMapper) -> None:
         for doc in result.documents:
             cells: list[Text | str] = [_text(doc.path), str(doc.body_matches), str(doc.heading_matches)]
             if mapped:
-                cells.append(_text(mapper.map_chunk(doc.path, doc.ordinal, doc.section) or ""))
+                cells.append(_text(mapper.map_document(doc.path) or ""))
             table.add_row(*cells)
         _print_table(table)
     click.echo(f"note: {clean(result.note)}")

@@ -84,6 +84,10 @@ class CitationMapper:
         """The citation of a whole document (ordinal, heading, anchor empty), or None when unmatched."""
         return self._map(path, {"ordinal": "", "heading": "", "anchor": ""})
 
+    def cite_document(self, path: str) -> str:
+        """The mapped citation of a whole document, or its path when no rule maps it."""
+        return self.map_document(path) or path
+
     def cite_chunk(self, path: str, ordinal: int, heading: str | None) -> str:
         """The mapped citation of a section, or its raw `<path>#<ordinal>` token when none (or empty)."""
         mapped = self.map_chunk(path, ordinal, heading)

@@ -10,9 +10,8 @@ from a fixed table. CJK runs are matched as substrings through the trigram table
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.errors import QueryError
 from config.observability import tracer
@@ -22,6 +21,9 @@ from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
 from query.terms import TRIGRAM, quote
 from query.words import STEMMER, document_count, other_forms
+
+if TYPE_CHECKING:
+    from query.citations import CitationMapper
 
 STATUS_OK = "ok"
 STATUS_CORPUS_EMPTY = "corpus_empty"
@@ -107,6 +109,7 @@ class EnumerateResult:
     dropped: tuple[str, ...] = ()
     matched: int = 0
     documents: list[MatchedDocument] = field(default_factory=list)
+    indexed_documents: int = 0
 
     @property
     def limited(self) -> bool:
@@ -120,8 +123,13 @@ def enumerate_documents(
     limit: int | None = None,
     sort: str = "matches",
     reader: Reader | None = None,
+    min_matches: int = 1,
 ) -> EnumerateResult:
-    """Every document holding all positive terms and none of the excluded; raise QueryError on bad syntax."""
+    """Every document holding all positive terms and none of the excluded; raise QueryError on bad syntax.
+
+    min_matches keeps only the documents whose matching sections (body and heading matches of every
+    positive term, summed) number at least that many.
+    """
     if sort not in SORTS:
         raise QueryError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}")
     text = scrub(text)
@@ -131,22 +139,24 @@ def enumerate_documents(
             if reader is None:
                 result = EnumerateResult(STATUS_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
             else:
-                result = _enumerate(reader, text, parsed, limit, sort)
+                result = _enumerate(reader, text, parsed, limit, sort, min_matches)
         span.set_attribute("knowledge.status", result.status)
         span.set_attribute("knowledge.terms", len(parsed.terms))
         span.set_attribute("knowledge.matched", result.matched)
         return result
 
 
-def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None, sort: str) -> EnumerateResult:
-    if reader.document_count() == 0:
+def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None, sort: str,
+               min_matches: int) -> EnumerateResult:
+    indexed = reader.document_count()
+    if indexed == 0:
         return EnumerateResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, text, dropped=parsed.dropped)
     positives = [t for t in parsed.terms if not t.negated]
     if not positives:
         note = NOTE_QUERY_EMPTY
         if parsed.dropped:
             note += "; dropped terms under two characters: " + ", ".join(parsed.dropped)
-        return EnumerateResult(STATUS_QUERY_EMPTY, note, text, dropped=parsed.dropped)
+        return EnumerateResult(STATUS_QUERY_EMPTY, note, text, dropped=parsed.dropped, indexed_documents=indexed)
     conn = reader.conn
     sets = {term: term_documents(conn, term) for term in parsed.terms}
     reports = [report(conn, term, len(sets[term])) for term in parsed.terms]
@@ -165,9 +175,10 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
             total.body += hits.body
             total.heading += hits.heading
             total.first = min(total.first, hits.first)
-        totals[doc_id] = total
+        if total.body + total.heading >= min_matches:
+            totals[doc_id] = total
     documents = _hydrate(conn, totals, sort, limit)
-    result = EnumerateResult(STATUS_OK, "", text, reports, parsed.dropped, len(matching), documents)
+    result = EnumerateResult(STATUS_OK, "", text, reports, parsed.dropped, len(totals), documents, indexed)
     result.note = ok_note(result)
     return result
 
@@ -175,14 +186,16 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
 def ok_note(result: EnumerateResult, shown: int | None = None) -> str:
     """The note of a successful answer: what it means, what was dropped, what the limit hid."""
     shown = len(result.documents) if shown is None else shown
+    of = f" of {result.indexed_documents}" if result.indexed_documents else ""
     if result.matched:
+        plural = "s" if result.matched != 1 else ""
         parts = [
-            f"complete: {result.matched} document{'s' if result.matched != 1 else ''} hold every term "
-            "(in any form of each word) and none of the exclusions; the list is not ranked"
+            f"complete: all {result.matched} matching document{plural}{of} hold every term (in any form of "
+            "each word) and none of the exclusions; matching is complete, never ranked"
         ]
     else:
         parts = [
-            "complete: no document holds every term in any form; an empty answer means the documents "
+            f"complete: no document{of} holds every term in any form; an empty answer means the documents "
             "do not contain these words (`knowledge words` lists the words they use)"
         ]
     if shown < result.matched:
@@ -294,28 +307,28 @@ def _sections(conn: Connection, firsts: list[tuple[int, int]]) -> dict[int, str]
     return out
 
 
-def to_json(result: EnumerateResult, cite: Callable[[str, int, str], str] | None = None) -> dict[str, Any]:
-    """The `match --json` shape; cite(path, ordinal, section) gives each document's citation."""
-    documents = []
-    for doc in result.documents:
-        entry: dict[str, Any] = {"path": doc.path}
-        if cite is not None:
-            entry["citation"] = cite(doc.path, doc.ordinal, doc.section)
-        entry.update(
-            {
-                "index_ref": f"{doc.path}#{doc.ordinal}",
-                "body_matches": doc.body_matches,
-                "heading_matches": doc.heading_matches,
-            }
-        )
-        documents.append(entry)
+def document_json(doc: MatchedDocument, mapper: CitationMapper | None = None) -> dict[str, Any]:
+    """One matching document as every surface prints it: a document-level citation (no section, no
+    anchor: the document matched, not one section), its first matching section's index_ref, its counts."""
+    return {
+        "citation": mapper.cite_document(doc.path) if mapper else doc.path,
+        "index_ref": f"{doc.path}#{doc.ordinal}",
+        "path": doc.path,
+        "body_matches": doc.body_matches,
+        "heading_matches": doc.heading_matches,
+    }
+
+
+def to_json(result: EnumerateResult, mapper: CitationMapper | None = None) -> dict[str, Any]:
+    """The `match --json` and `/v1/match` shape."""
     return {
         "status": result.status,
         "note": result.note,
         "query": result.query,
         "matched": result.matched,
+        "indexed_documents": result.indexed_documents,
         "returned": len(result.documents),
         "dropped_terms": list(result.dropped),
         "terms": [r.to_json() for r in result.terms],
-        "documents": documents,
+        "documents": [document_json(d, mapper) for d in result.documents],
     }

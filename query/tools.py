@@ -17,7 +17,7 @@ from config.errors import KnowledgeError, QueryError
 from config.settings import MAX_TOP_K, Settings
 from query import budget
 from query.citations import CitationMapper
-from query.enumerate import enumerate_documents, ok_note
+from query.enumerate import document_json, enumerate_documents, ok_note
 from query.match_query import scrub
 from query.search import hit_json, search
 
@@ -100,16 +100,7 @@ def knowledge_enumerate(settings: Settings, query: str) -> dict[str, Any]:
         return {"framing": FRAMING, "status": STATUS_QUERY_ERROR, "note": str(exc), "query": query, "documents": []}
     except KnowledgeError as exc:
         return {"framing": FRAMING, "status": STATUS_ERROR, "note": str(exc), "query": query, "documents": []}
-    entries = [
-        {
-            "citation": mapper.cite_chunk(d.path, d.ordinal, d.section),
-            "index_ref": f"{d.path}#{d.ordinal}",
-            "path": d.path,
-            "body_matches": d.body_matches,
-            "heading_matches": d.heading_matches,
-        }
-        for d in result.documents
-    ]
+    entries = [document_json(d, mapper) for d in result.documents]
     fitted = budget.fit(entries, budget.entry_size, room, offered=result.matched)
     note = ok_note(result, shown=result.matched) if result.status == "ok" else result.note
     if fitted.trimmed:
@@ -121,6 +112,7 @@ def knowledge_enumerate(settings: Settings, query: str) -> dict[str, Any]:
         "note": note,
         "query": query,
         "matched": result.matched,
+        "indexed_documents": result.indexed_documents,
         "returned": len(fitted.items),
         "trimmed": fitted.trimmed,
         "dropped_terms": list(result.dropped),

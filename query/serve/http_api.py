@@ -164,7 +164,7 @@ class JsonApi:
             return _json({"status": "query_error", "note": str(exc)}, 400)
         except KnowledgeError as exc:
             return _json({"status": "error", "note": str(exc)}, 500)
-        return _json(to_json(result, mapper.cite_chunk))
+        return _json(to_json(result, mapper))
 
     def sources(self, request: Request) -> Response:
         """Every indexed document, with its mapped citation when rules exist."""

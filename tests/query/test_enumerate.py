@@ -196,3 +196,14 @@ def test_other_forms_are_at_most_five_most_chunks_first(tmp_path: Path) -> None:
     forms = enumerate_documents(settings, "connect").terms[0].related
     assert "connect" not in forms and len(forms) == 5
     assert forms[:3] == ("connects", "connected", "connecting")
+
+
+def test_min_matches_keeps_documents_with_that_many_matching_sections(tmp_path: Path) -> None:
+    settings = build_store(store_settings(tmp_path), {
+        "d/once.md": "# A\n\nalpha here\n",
+        "d/thrice.md": "# Alpha\n\nalpha one\n\n## B\n\nalpha two\n",
+    })
+    assert enumerate_documents(settings, "alpha").matched == 2
+    result = enumerate_documents(settings, "alpha", min_matches=3)
+    assert [d.path for d in result.documents] == ["d/thrice.md"] and result.matched == 1
+    assert result.indexed_documents == 2

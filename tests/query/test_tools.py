@@ -35,14 +35,15 @@ def test_search_results_carry_the_mapped_citation_the_raw_index_ref_and_the_path
     assert unmapped["citation"] == unmapped["index_ref"] == "notes.md#0"
 
 
-def test_enumerate_documents_carry_citation_index_ref_and_path(built) -> None:
+def test_enumerate_documents_carry_a_document_citation_the_first_sections_index_ref_and_path(built) -> None:
     data = knowledge_enumerate(built, "retention -notes")
     assert data["status"] == "ok" and data["matched"] == 2 and not data["trimmed"]
     doc = next(d for d in data["documents"] if d["path"] == "docs/retention.md")
-    assert doc["citation"] == "https://docs.example.net/retention/#retention-policy"
+    assert doc["citation"] == "https://docs.example.net/retention/"  # the document matched, not one section
     assert doc["index_ref"] == "docs/retention.md#0"
     assert data["terms"][0]["documents_any_form"] == 3 and data["terms"][1]["excluded"]
-    assert "complete" in data["note"]
+    assert f"all 2 matching documents of {data['indexed_documents']}" in data["note"]
+    assert "never ranked" in data["note"]
 
 
 def test_every_status_comes_with_a_note(built, tmp_path: Path) -> None:
