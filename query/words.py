@@ -264,6 +264,8 @@ def list_words(
         if reader.document_count() == 0:
             return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)
+        if not vocab:
+            reader.require_intact()
         try:
             selected = vocab if compiled is None else matching_words(pattern or "", vocab)
         except ValueError as exc:
@@ -275,6 +277,7 @@ def list_words(
         if not want_counts:
             infos = [WordInfo(w, stems[w]) for w in selected]
         else:
+            reader.require_intact()  # counts from an emptied porter index would read as "no form"
             by_word = document_counts(reader, selected, stems)
             infos = [WordInfo(w, stems[w], *by_word[w]) for w in selected]
         note = None if selected else f"no word of the index matches {pattern!r}"
