@@ -20,6 +20,7 @@ import sqlite_vec
 
 from config.errors import IndexNotBuilt, StoreDamaged, StoreError, UnsafePathError
 
+
 class Connection(sqlite.Connection):
     """Every connection knowledge opens: unlike the C type, it can be weakly referenced (per-connection caches)."""
 

@@ -160,11 +160,12 @@ def check_store(db_path: Path, full: bool = False) -> Report:
     lock = WriteLock(db_path.parent)
     try:
         lock.acquire("knowledge check")
+        held = True
     except (StoreError, OSError):  # busy, or a directory this user cannot write: check read-only
-        pass
+        held = False
     try:
-        with _connection(db_path, lock.held) as conn:
-            return check(conn, db_path, full, writable=lock.held)
+        with _connection(db_path, held) as conn:
+            return check(conn, db_path, full, writable=held)
     except StoreDamaged as exc:
         report = Report(db_path, full)
         report._step("file", [Finding("file", str(db_path), f"does not open: {exc.__cause__ or exc}", RESET)], "")
@@ -264,8 +265,8 @@ def _fts(conn: Connection, writable: bool, known: set[str] | None = None) -> tup
     known = known or set()
     found: list[Finding] = []
     if not known:  # the row counts read the same damaged index
-        found = [Finding("fts", gap.split(" ", 1)[0], gap.split(" ", 1)[1], REBUILD) for gap in schema.fts_row_gaps(conn)
-                 if gap.split(" ", 1)[0] in present]
+        gaps = [gap.split(" ", 1) for gap in schema.fts_row_gaps(conn)]
+        found = [Finding("fts", table, problem, REBUILD) for table, problem in gaps if table in present]
     if not writable:
         return found, NOT_RUN if not found and not known else ""
     flagged = {f.where for f in found} | known

@@ -163,7 +163,7 @@ def ensure(conn: Connection) -> None:
 
 
 def drop_fts_triggers(conn: Connection) -> None:
-    """Drop the FTS triggers (inside the caller's transaction), so the FTS tables can be rebuilt; ensure() restores them."""
+    """Drop the FTS triggers (in the caller's transaction) so the FTS tables can be rebuilt; ensure() restores them."""
     for trigger in TRIGGERS:
         conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
 

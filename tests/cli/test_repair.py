@@ -15,8 +15,10 @@ from tests.conftest import write_tree
 from tests.pipeline.test_integrity import garble
 
 RunCli = Callable[..., tuple[int, str, str]]
-DOCS: dict[str, str | bytes] = {f"docs/d{i}.md": f"# Doc {i}\n\nRetention policy {i} for logs.\n\n## Part\n\n" + f"word{i} filler " * 200
-        for i in range(40)}
+DOCS: dict[str, str | bytes] = {
+    f"docs/d{i}.md": f"# Doc {i}\n\nRetention policy {i} for logs.\n\n## Part\n\n" + f"word{i} filler " * 200
+    for i in range(40)
+}
 READERS = (("search", "retention"), ("match", "retention"), ("words", "reten"), ("show", "docs/d1.md#0"))
 WRITERS = (("rm", "docs/d2.md"), ("index", "docs"))
 

@@ -74,7 +74,7 @@ def test_corrupt_fts_segments_are_index_damage_that_rebuild_repairs_not_file_dam
 def test_a_dropped_trigger_is_found_and_recreated(settings: Settings) -> None:
     damage(settings, "DROP TRIGGER chunks_ad")
     assert areas(integrity.check_store(settings.db_path)) == {("schema", "chunks_ad")}
-    with pytest.raises(StoreDamaged, match="trigger chunks_ad is missing.*knowledge rebuild"):
+    with pytest.raises(StoreDamaged, match=r"trigger chunks_ad is missing.*knowledge rebuild"):
         Store(settings.db_path)  # a writer would leave FTS ghosts: it refuses
     repair = integrity.rebuild_store(settings.db_path)
     assert any("chunks_ad" in a for a in repair.actions) and repair.after.ok

@@ -78,7 +78,9 @@ def test_companion_rows_out_of_step_are_refilled_from_the_vectors(settings: Sett
     assert repair.after.ok and count(settings, schema.FLOATS) == 24
 
 
-def test_search_and_index_meet_a_damaged_store_with_one_line(settings: Settings, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+def test_search_and_index_meet_a_damaged_store_with_one_line(
+    settings: Settings, run_cli: Callable[..., tuple[int, str, str]],
+) -> None:
     write(settings, "INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all')")
     code, _, err = run_cli("search", "topic1")
     assert code == 1 and "Traceback" not in err and "`knowledge rebuild`" in err
