@@ -17,6 +17,7 @@ COMMANDS = {
     "match": "cli.match", "enumerate": "cli.match", "which": "cli.match", "words": "cli.match",
     "doctor": "cli.doctor",
     "eval": "cli.evaluate",
+    "check": "cli.repair", "rebuild": "cli.repair", "vacuum": "cli.repair",
     "mcp": "cli.serve", "serve": "cli.serve",
 }
 cli.lazy_commands.update(COMMANDS)

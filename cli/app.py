@@ -14,15 +14,18 @@ from typing import Any
 import click
 
 from cli.arguments import hoist_global_options
-from config.errors import EXIT_FAILURE, KnowledgeError
+from config.errors import EXIT_FAILURE, KnowledgeError, StoreError
 from config.loader import load_settings
 from config.settings import Settings
+from pipeline import db
 from query.terminal import clean
 from query.tier import tier_line
 
 
 class Context:
     """Per-invocation state: the config flags and the settings built from them once."""
+
+    last_store = "in use"  # named in a store error that reaches main() untranslated
 
     def __init__(self, config: str | None, store_dir: str | None) -> None:
         self.config = config
@@ -34,6 +37,7 @@ class Context:
         """Settings from --config/--store-dir, the environment and knowledge.yaml."""
         if self._settings is None:
             self._settings = load_settings(self.config, self.store_dir)
+            Context.last_store = str(self._settings.db_path)
         return self._settings
 
 
@@ -102,6 +106,10 @@ def main(argv: list[str] | None = None) -> None:
     except KnowledgeError as exc:
         click.echo(f"knowledge: error: {clean(str(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except db.DatabaseError as exc:  # the last boundary: a SQLite error no layer translated
+        error = db.damaged(Context.last_store, exc) if db.is_damage(exc) else StoreError(f"the store failed: {exc}")
+        click.echo(f"knowledge: error: {clean(str(error))}", err=True)
+        sys.exit(error.exit_code)
     except BrokenPipeError:
         sys.exit(EXIT_FAILURE)
     sys.exit(0)

@@ -136,11 +136,17 @@ def rm_command(obj: Context, paths: tuple[str, ...]) -> None:
 @click.option("--force", is_flag=True, help="Really delete the index.")
 @pass_context
 def reset_command(obj: Context, force: bool) -> None:
-    """Delete the index (the documents on disk are untouched)."""
+    """Empty the index, keeping an empty store with its schema (the documents on disk are untouched)."""
     from workers.maintenance import reset_store
 
     settings = prologue(obj, False)
     if not force:
         raise UsageError(f"this deletes the index at {settings.db_path}; run `knowledge reset --force` to do it")
-    deleted = reset_store(settings)
-    click.echo(f"reset: deleted {', '.join(deleted) if deleted else 'nothing (no index)'}")
+    emptied = reset_store(settings)
+    if not emptied.existed:
+        removed = "nothing (there was no index)"
+    elif emptied.documents is None:
+        removed = "a damaged store (its documents could not be counted)"
+    else:
+        removed = f"{emptied.documents} documents and {emptied.chunks} chunks"
+    click.echo(f"reset: removed {removed}; the store at {settings.db_path} is empty: run `knowledge index` to fill it")

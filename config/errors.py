@@ -50,6 +50,10 @@ class UnsafePathError(StoreError):
     """A store path is a symlink or has unsafe permissions."""
 
 
+class StoreDamaged(StoreError):
+    """The store file or one of its indexes is damaged; `knowledge check` says where, `knowledge rebuild` repairs."""
+
+
 class StoreBusy(StoreError):
     """Another process holds the store's write lock."""
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pysqlite3.dbapi2 as sqlite
 import sqlite_vec
 
-from config.errors import IndexNotBuilt, StoreError, UnsafePathError
+from config.errors import IndexNotBuilt, StoreDamaged, StoreError, UnsafePathError
 
 
 class Connection(sqlite.Connection):
@@ -29,6 +31,35 @@ Row = sqlite.Row
 
 SIDECARS = ("-wal", "-shm")
 BUSY_TIMEOUT_MS = 10_000
+
+_DAMAGE_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_DAMAGE_WORDS = ("malformed", "corrupt", "not a database")
+RECOVERY = "run `knowledge check` to see where and `knowledge rebuild` to repair it"
+
+
+def is_damage(exc: BaseException) -> bool:
+    """True when a SQLite error means the file or an index in it is damaged (not busy, not missing)."""
+    if not isinstance(exc, sqlite.DatabaseError):
+        return False
+    code = str(getattr(exc, "sqlite_errorname", "") or "")
+    text = str(exc).lower()
+    return code.startswith(_DAMAGE_CODES) or any(word in text for word in _DAMAGE_WORDS)
+
+
+def damaged(where: object, exc: BaseException | str) -> StoreDamaged:
+    """The one-line StoreDamaged for a store that answered with a damage error."""
+    return StoreDamaged(f"the store {where} is damaged ({exc}); {RECOVERY}")
+
+
+@contextmanager
+def translating_damage(where: object) -> Iterator[None]:
+    """Re-raise a SQLite damage error met inside the block as StoreDamaged naming check and rebuild."""
+    try:
+        yield
+    except sqlite.DatabaseError as exc:
+        if is_damage(exc):
+            raise damaged(where, exc) from exc
+        raise
 
 
 def refuse_symlink(path: Path) -> None:
@@ -107,6 +138,8 @@ def open_writer(db_path: Path) -> Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite.DatabaseError as exc:
+        if is_damage(exc):
+            raise damaged(db_path, exc) from exc
         raise StoreError(f"cannot open {db_path} for writing: {exc}") from exc
     assert_modes(db_path)
     return conn
@@ -132,6 +165,8 @@ def connect_readonly(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Connectio
             conn.execute(statement)
         conn.execute("PRAGMA query_only = ON")
     except sqlite.DatabaseError as exc:
+        if is_damage(exc):
+            raise damaged(db_path, exc) from exc
         raise StoreError(f"cannot open {db_path} for reading: {exc}") from exc
     return conn
 

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from config.errors import IndexNotBuilt, StoreFormatError
+from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline.db import Connection
 
 FORMAT_VERSION = 1
 
 TABLES = ("meta", "documents", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk", "chunks_vocab")
+CONTENT_TABLES = ("meta", "documents", "chunks")  # the truth: everything else is derived from them
+FTS_TABLES = ("chunks_fts", "chunks_fts_exact", "chunks_fts_cjk")
+VOCAB_TABLE = "chunks_vocab"
+TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")  # keep every FTS table in step with chunks
 
 # Meta keys: the format version, the vector identity (pipeline/vectors.py) and the code scheme.
 FORMAT_VERSION_KEY = "format_version"
@@ -131,11 +135,18 @@ def exists(conn: Connection, name: str) -> bool:
 
 
 def create(conn: Connection) -> None:
-    """Create the schema in an empty store and pin the format version (idempotent)."""
+    """Create the schema in an empty store and pin the format version (idempotent).
+
+    A new file gets `auto_vacuum = INCREMENTAL` first (it can only be chosen before the first
+    table; the VACUUM of the empty file applies it), so the writer can give the space of removed
+    documents back (pipeline.store.Store.reclaim).
+    """
+    if not table_names(conn):
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _statements():
-            conn.execute(statement)
+        ensure(conn)
         conn.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (FORMAT_VERSION_KEY, str(FORMAT_VERSION))
         )
@@ -143,6 +154,62 @@ def create(conn: Connection) -> None:
     except Exception:
         conn.execute("ROLLBACK")
         raise
+
+
+def ensure(conn: Connection) -> None:
+    """Create every missing table and trigger, leaving those present as they are (in the caller's transaction)."""
+    for statement in _statements():
+        conn.execute(statement)
+
+
+def drop_fts_triggers(conn: Connection) -> None:
+    """Drop the FTS triggers (in the caller's transaction) so the FTS tables can be rebuilt; ensure() restores them."""
+    for trigger in TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+
+
+def ensure_vector_triggers(conn: Connection) -> list[str]:
+    """Recreate the delete trigger of each vector table that exists without it (in the caller's transaction)."""
+    names = table_names(conn)
+    restored: list[str] = []
+    if VECTORS in names and VECTORS_TRIGGER not in names:
+        conn.execute(
+            f"CREATE TRIGGER {VECTORS_TRIGGER} AFTER DELETE ON chunks BEGIN "
+            f"DELETE FROM {VECTORS} WHERE chunk_id = old.id; END"
+        )
+        restored.append(VECTORS_TRIGGER)
+    if {CODES, FLOATS} <= names and CODES_TRIGGER not in names:
+        conn.execute(
+            f"CREATE TRIGGER {CODES_TRIGGER} AFTER DELETE ON chunks BEGIN "
+            f"DELETE FROM {CODES} WHERE chunk_id = old.id; DELETE FROM {FLOATS} WHERE chunk_id = old.id; END"
+        )
+        restored.append(CODES_TRIGGER)
+    return restored
+
+
+def expected_triggers(conn: Connection) -> list[str]:
+    """Every trigger the store should have: the FTS ones, and each vector table's delete trigger."""
+    names = table_names(conn)
+    wanted = list(TRIGGERS)
+    if VECTORS in names:
+        wanted.append(VECTORS_TRIGGER)
+    if {CODES, FLOATS} & names:
+        wanted.append(CODES_TRIGGER)
+    return wanted
+
+
+def fts_row_gaps(conn: Connection) -> list[str]:
+    """The FTS tables whose row count differs from chunks' (one snapshot; the CJK table keeps no count)."""
+    counted = ("chunks_fts", "chunks_fts_exact")
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM chunks), " + ", ".join(f"(SELECT count(*) FROM {t}_docsize)" for t in counted)
+    ).fetchone()
+    return [f"{t} indexes {n} of {row[0]} sections" for t, n in zip(counted, row[1:], strict=True) if n != row[0]]
+
+
+def root_pages(conn: Connection) -> dict[int, str]:
+    """The b-tree root page of every table and index, to name what an integrity report's "Tree N" is."""
+    return {int(r[0]): str(r[1]) for r in conn.execute("SELECT rootpage, name FROM sqlite_master WHERE rootpage > 0")}
 
 
 def _statements() -> list[str]:
@@ -167,6 +234,11 @@ def check(conn: Connection, db_path: object) -> None:
     if "meta" in names:
         value = meta_value(conn, FORMAT_VERSION_KEY)
         version = int(value) if value is not None and value.isdigit() else None
+    if version == FORMAT_VERSION and missing and not set(missing) & set(CONTENT_TABLES):
+        raise StoreDamaged(
+            f"the store {db_path} is damaged (missing: {', '.join(missing)}); "
+            "run `knowledge check` to see where and `knowledge rebuild` to repair it"
+        )
     if version is None or missing:
         raise StoreFormatError(
             f"{db_path} is not a knowledge store of format {FORMAT_VERSION} "

@@ -1,4 +1,4 @@
-"""Writer-side SQL: one short transaction per document, touches, removals and prunes.
+"""Writer-side SQL: one short transaction per document, touches, removals and prunes; reset and compact.
 
 Only the process holding the WriteLock uses a Store. Deleting a document's chunks fires the
 triggers that clear its FTS (and vector) rows, so a shrinking file leaves no ghosts.
@@ -6,19 +6,25 @@ triggers that clear its FTS (and vector) rows, so a shrinking file leaves no gho
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline import db, schema
+from config.errors import StoreError
+from pipeline import db, integrity, schema
 from pipeline.fingerprint import StoredStat
 from pipeline.models import Document
 
 if TYPE_CHECKING:
     from pipeline.vectors import VectorWriter
+
+RECLAIM_SHARE = 0.2  # a removal of at least this share of the documents gives the space back at once
+INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 
 
 def _now() -> tuple[str, int]:
@@ -42,6 +48,7 @@ class Store:
         if not schema.table_names(self.conn):
             schema.create(self.conn)
         schema.check(self.conn, db_path)
+        integrity.preflight(self.conn, db_path)
         # With embeddings: an object with stored(conn, doc_id) -> {text_hash: vector}, called before a
         # document's old chunks are deleted, and write(conn, doc_id, doc, stored), called after its new
         # chunks are inserted; both run inside the document's transaction (see pipeline.vectors).
@@ -54,14 +61,15 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[db.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error; damage is raised as StoreDamaged."""
+        with db.translating_damage(self.db_path):
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
 
     def apply(self, doc: Document) -> str:
         """Write one document in one transaction; return "added" or "updated"."""
@@ -108,13 +116,19 @@ class Store:
         return cur.rowcount > 0
 
     def remove(self, paths: Iterable[str]) -> list[str]:
-        """Delete the named documents (one transaction each); return the paths that existed."""
+        """Delete the named documents (one transaction each); return the paths that existed.
+
+        Removing at least RECLAIM_SHARE of the documents gives their space back at once (reclaim).
+        """
+        before = self.document_count()
         removed: list[str] = []
         for path in paths:
             with self.transaction() as conn:
                 cur = conn.execute("DELETE FROM documents WHERE path = ?", (path,))
             if cur.rowcount:
                 removed.append(path)
+        if removed and len(removed) >= before * RECLAIM_SHARE:
+            self.reclaim()
         return removed
 
     def forget(self, path: str) -> bool:
@@ -123,7 +137,93 @@ class Store:
         when it was not indexed."""
         return bool(self.remove([path]))
 
+    def reclaim(self) -> bool:
+        """Merge every FTS index and return free pages to the file system; False when the file cannot shrink.
+
+        FTS5 keeps a deleted row as a tombstone until its segments merge, so most of a removed
+        document's space is freed only by the merge ('optimize'). The free pages then leave the
+        file through `incremental_vacuum` in a store created with auto_vacuum = INCREMENTAL; in an
+        older store they stay free for reuse until `knowledge vacuum` rewrites (and converts) it.
+        """
+        with self.transaction() as conn:
+            for table in schema.FTS_TABLES:
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        if int(self.conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != INCREMENTAL:
+            return False
+        with db.translating_damage(self.db_path):
+            self.conn.execute("PRAGMA incremental_vacuum").fetchall()  # each step frees one page: run it out
+        return True
+
     def prune(self, root: str, seen: set[str]) -> list[str]:
         """Delete the documents of root that the (complete) walk did not see."""
         rows = self.conn.execute("SELECT path FROM documents WHERE root = ?", (root,)).fetchall()
         return self.remove(sorted(path for (path,) in rows if path not in seen))
+
+    def document_count(self) -> int:
+        """Number of documents stored."""
+        return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+
+
+@dataclass(frozen=True)
+class Emptied:
+    """What `reset` removed: None counts when the old file could not be read (damaged)."""
+
+    documents: int | None
+    chunks: int | None
+    existed: bool
+
+
+def reset(db_path: Path) -> Emptied:
+    """Replace the store with an empty one holding the schema; the caller holds the write lock.
+
+    A symlink at the file or a sidecar is refused (UnsafePathError), never unlinked. A damaged
+    file is removed too: its counts are then unknown (None).
+    """
+    candidates = (db_path, *(Path(f"{db_path}{s}") for s in db.SIDECARS))
+    for candidate in candidates:
+        db.refuse_symlink(candidate)
+    existed = db_path.is_file()
+    documents, chunks = _counts(db_path) if existed else (0, 0)
+    for candidate in candidates:
+        if candidate.exists():
+            os.unlink(candidate)
+    Store(db_path).close()
+    return Emptied(documents, chunks, existed)
+
+
+def _counts(db_path: Path) -> tuple[int | None, int | None]:
+    try:
+        conn = db.connect_readonly(db_path)
+    except StoreError:
+        return None, None
+    try:
+        row = conn.execute("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)").fetchone()
+        return int(row[0]), int(row[1])
+    except db.DatabaseError:
+        return None, None
+    finally:
+        conn.close()
+
+
+def compact(db_path: Path) -> tuple[int, int]:
+    """Rewrite the store without free pages (bytes before, after); the caller holds the write lock.
+
+    Every FTS table is merged first (dropping the tombstones of deleted rows), then VACUUM rewrites
+    the file, switching a store created before auto_vacuum to INCREMENTAL on the way, so later
+    large removals give their space back by themselves (Store.reclaim).
+    """
+    before = _size(db_path)
+    conn = db.open_writer(db_path)
+    try:
+        with db.translating_damage(db_path):
+            for table in schema.FTS_TABLES:
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect with this VACUUM
+            conn.execute("VACUUM")
+    finally:
+        conn.close()
+    return before, _size(db_path)
+
+
+def _size(db_path: Path) -> int:
+    return sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())

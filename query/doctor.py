@@ -16,7 +16,7 @@ from typing import Any
 
 from config.errors import EmbeddingError, KnowledgeError, StoreBusy
 from config.settings import Settings
-from pipeline import db, schema, vectors
+from pipeline import db, integrity, schema, vectors
 from pipeline.embeddings import EmbeddingsClient, Probe, RetryPolicy
 from pipeline.lock import WriteLock
 
@@ -52,6 +52,7 @@ def run_checks(settings: Settings, environ: Mapping[str, str] | None = None) -> 
     checks = [_config(settings), *_paths(settings), *_sqlite()]
     meta, store_checks = _store(settings)
     checks += store_checks
+    checks.append(_integrity(settings))
     checks += _embeddings(settings, meta, environ)
     return checks
 
@@ -123,6 +124,22 @@ def _store(settings: Settings) -> tuple[dict[str, str] | None, list[Check]]:
                       writable]
     finally:
         conn.close()
+
+
+def _integrity(settings: Settings) -> Check:
+    """`knowledge check` in quick mode: damage anywhere in the store is fatal."""
+    if not settings.db_path.is_file():
+        return Check("integrity", NOT_RUN, "no store to check")
+    try:
+        report = integrity.check_store(settings.db_path)
+    except KnowledgeError as exc:
+        return Check("integrity", FAIL, str(exc), True)
+    if not report.ok:
+        what = "; ".join(f"{f.where}: {f.problem}" for f in report.findings[:3])
+        return Check("integrity", FAIL, f"{what}; run `knowledge check` to see where and what repairs it", True)
+    if not report.complete:
+        return Check("integrity", NOT_RUN, "a run holds the write lock, so the FTS cross-check did not run")
+    return Check("integrity", OK, "`knowledge check`: the file, FTS indexes, triggers and vectors are sound", True)
 
 
 def _writable(settings: Settings) -> Check:

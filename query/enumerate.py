@@ -140,6 +140,8 @@ def enumerate_documents(
                 result = EnumerateResult(STATUS_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
             else:
                 result = _enumerate(reader, text, parsed, limit, sort, min_matches)
+                if result.status == STATUS_OK and not result.matched:
+                    reader.require_intact()
         span.set_attribute("knowledge.status", result.status)
         span.set_attribute("knowledge.terms", len(parsed.terms))
         span.set_attribute("knowledge.matched", result.matched)

@@ -67,11 +67,12 @@ class Reader:
         self.settings = settings
         self.conn: Connection = db.connect_readonly(settings.db_path, schema.READER_TEMP_DDL)
         try:
-            schema.check(self.conn, settings.db_path)
+            with db.translating_damage(settings.db_path):
+                schema.check(self.conn, settings.db_path)
+                self.meta = schema.read_meta(self.conn)
         except Exception:
             self.conn.close()
             raise
-        self.meta = schema.read_meta(self.conn)
 
     def close(self) -> None:
         """Close the connection."""
@@ -82,6 +83,16 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def require_intact(self) -> None:
+        """Raise StoreDamaged when an FTS index lost rows.
+
+        Called when an answer comes back empty, so an emptied index is never mistaken for "no
+        document holds these words".
+        """
+        gaps = schema.fts_row_gaps(self.conn)
+        if gaps:
+            raise db.damaged(self.settings.db_path, "; ".join(gaps))
 
     def document_count(self) -> int:
         """Documents in the index."""
@@ -103,11 +114,12 @@ class Reader:
 
     def chunk(self, path: str, ordinal: int) -> Hit | None:
         """The chunk a citation names, or None."""
-        row = self.conn.execute(
-            "SELECT c.id, d.path, c.ordinal, c.heading_path, c.body FROM chunks c"
-            " JOIN documents d ON d.id = c.document_id WHERE d.path = ? AND c.ordinal = ?",
-            (path, ordinal),
-        ).fetchone()
+        with db.translating_damage(self.settings.db_path):
+            row = self.conn.execute(
+                "SELECT c.id, d.path, c.ordinal, c.heading_path, c.body FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id WHERE d.path = ? AND c.ordinal = ?",
+                (path, ordinal),
+            ).fetchone()
         return Hit(*row) if row else None
 
     def document(self, path: str) -> list[Hit]:
@@ -121,9 +133,10 @@ class Reader:
 
     def sources(self) -> list[dict[str, Any]]:
         """Every document with its chunk count and time of indexing, by path."""
-        rows = self.conn.execute(
-            "SELECT path, title, chunk_count, indexed_at, root, size FROM documents ORDER BY path"
-        ).fetchall()
+        with db.translating_damage(self.settings.db_path):
+            rows = self.conn.execute(
+                "SELECT path, title, chunk_count, indexed_at, root, size FROM documents ORDER BY path"
+            ).fetchall()
         return [
             {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s}
             for p, t, c, at, r, s in rows
@@ -131,9 +144,10 @@ class Reader:
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the index."""
-        docs, chunks, last = self.conn.execute(
-            "SELECT count(*), coalesce(sum(chunk_count), 0), max(indexed_at) FROM documents"
-        ).fetchone()
+        with db.translating_damage(self.settings.db_path):
+            docs, chunks, last = self.conn.execute(
+                "SELECT count(*), coalesce(sum(chunk_count), 0), max(indexed_at) FROM documents"
+            ).fetchone()
         path = self.settings.db_path
         on_disk = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
         return {
@@ -157,13 +171,18 @@ def open_reader(settings: Settings) -> Reader | None:
 
 @contextmanager
 def borrowed_reader(settings: Settings, reader: Reader | None = None) -> Iterator[Reader | None]:
-    """The caller's reader, left open; else a fresh one closed on exit (None when the index was never built)."""
+    """The caller's reader, left open; else a fresh one closed on exit (None when the index was never built).
+
+    A SQLite damage error met inside the block is raised as StoreDamaged naming check and rebuild.
+    """
     if reader is not None:
-        yield reader
+        with db.translating_damage(settings.db_path):
+            yield reader
         return
     own = open_reader(settings)
     try:
-        yield own
+        with db.translating_damage(settings.db_path):
+            yield own
     finally:
         if own is not None:
             own.close()

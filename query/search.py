@@ -71,6 +71,8 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
             response = _search(settings, reader, text, k)
             if clamped:
                 response.note = "; ".join(n for n in (response.note, clamped) if n)
+            if not response.hits and response.status == STATUS_OK:
+                reader.require_intact()
             span.set_attribute("knowledge.tier", response.tier)
             span.set_attribute("knowledge.degraded", response.degraded or "")
             span.set_attribute("knowledge.hits", len(response.hits))

@@ -323,6 +323,8 @@ def list_words(
         if reader.document_count() == 0:
             return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)
+        if not vocab:
+            reader.require_intact()
         if narrowing.field:
             in_field = field_words(settings, narrowing.field)
             vocab = [w for w in vocab if w in in_field]
@@ -337,6 +339,7 @@ def list_words(
         if not (want_counts or narrowing.needs_counts):
             infos = [WordInfo(w, stems[w]) for w in selected]
         else:
+            reader.require_intact()  # counts from an emptied porter index would read as "no form"
             by_word = document_counts(reader, selected, stems)
             infos = [info for w in selected if narrowing.keeps(info := WordInfo(w, stems[w], *by_word[w]))]
         if narrowing.sort == "docs":

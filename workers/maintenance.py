@@ -2,23 +2,20 @@
 
 Both take the store's write lock. In the distributed shape a `knowledge writer` holds that lock
 for its lifetime, so `rm` hands the removal to it as a `remove` message on the write queue and
-waits (bounded) for its reply; `reset` deletes the file itself and asks for the writer to stop.
+waits (bounded) for its reply; `reset` replaces the file with an empty store and asks for the writer to stop.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from config.errors import BrokerError, StoreBusy
 from config.settings import Settings
-from pipeline.db import SIDECARS
 from pipeline.lock import WriteLock
-from pipeline.store import Store
+from pipeline.store import Emptied, Store, reset
 
 REMOVE_ACTOR = "remove"
 REPLY_TTL_S = 3600
@@ -46,9 +43,8 @@ def remove_documents(settings: Settings, paths: list[str]) -> list[str]:
         lock.release()
 
 
-def reset_store(settings: Settings) -> list[str]:
-    """Delete knowledge.db and its sidecars under the write lock; return the names deleted."""
-    deleted: list[str] = []
+def reset_store(settings: Settings) -> Emptied:
+    """Empty the store under the write lock (pipeline.store.reset): the schema stays, the documents go."""
     lock = WriteLock(settings.store_dir)
     try:
         lock.acquire("knowledge reset")
@@ -58,14 +54,9 @@ def reset_store(settings: Settings) -> list[str]:
             "`knowledge writer` (scripts/stop-local.sh, or `docker compose stop writer`) and run it again"
         ) from None
     try:
-        db_path = settings.db_path
-        for candidate in (db_path, *(Path(f"{db_path}{s}") for s in SIDECARS)):
-            if candidate.exists() or candidate.is_symlink():
-                os.unlink(candidate)
-                deleted.append(candidate.name)
+        return reset(settings.db_path)
     finally:
         lock.release()
-    return deleted
 
 
 def declare_remove_actor(broker: Any) -> Any:

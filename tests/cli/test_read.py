@@ -110,7 +110,7 @@ def test_sources_stats_rm_and_reset(workdir: Path, run_cli) -> None:
     assert run_cli("reset")[0] == 2
     code, out, _ = run_cli("reset", "--force")
     assert code == 0 and "knowledge.db" in out
-    assert json.loads(run_cli("search", "fox", "--json")[1])["status"] == "index_not_built"
+    assert json.loads(run_cli("search", "fox", "--json")[1])["status"] == "index_empty"  # reset keeps the schema
 
 
 def test_a_bad_config_exits_2_naming_the_key_and_position(workdir: Path, run_cli) -> None:

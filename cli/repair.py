@@ -1,0 +1,115 @@
+"""The repair commands: `check` finds damage in the store, `rebuild` repairs it from chunks, `vacuum` shrinks it."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from cli.app import Context, cli, echo_json, pass_context, prologue
+from config.errors import EXIT_BUSY, EXIT_FAILURE, IndexNotBuilt, StoreBusy
+from pipeline.integrity import (
+    INDEX,
+    REBUILD,
+    RESET,
+    Report,
+    check_store,
+    rebuild_store,
+    way_forward,
+)
+from pipeline.lock import WriteLock
+from pipeline.store import compact
+from query.terminal import clean
+
+
+def _print_report(report: Report) -> None:
+    for step in report.steps:
+        click.echo(f"  {step.status:<8} {step.name:<11} {clean(step.detail)}")
+    if report.ok and report.complete:
+        click.echo(f"check: ok: {report.db_path}")
+    elif report.ok:
+        click.echo("check: no damage found, but some checks did not run (a run holds the write lock)")
+    else:
+        click.echo(f"check: damaged: {len(report.findings)} problem(s) in {report.db_path}")
+        for repair in sorted({f.repair for f in report.findings}, key=[RESET, REBUILD, INDEX].index):
+            click.echo(f"  the way forward: {way_forward(repair)}")
+
+
+def _exit(report: Report) -> None:
+    if not report.ok:
+        sys.exit(EXIT_FAILURE)
+    if not report.complete:
+        sys.exit(EXIT_BUSY)
+
+
+@cli.command("check")
+@click.option("--full", is_flag=True, help="PRAGMA integrity_check (every index, slower) instead of quick_check.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_context
+def check_command(obj: Context, full: bool, as_json: bool) -> None:
+    """Check the store for damage: the file, every FTS index against chunks, triggers, vectors.
+
+    Exits 0 when the store is sound, 1 when something is damaged (the report names it and the
+    command that repairs it), 75 when a run held the write lock so the FTS cross-check could not run.
+    """
+    settings = prologue(obj, as_json)
+    report = check_store(settings.db_path, full)
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        _print_report(report)
+    _exit(report)
+
+
+@cli.command("rebuild")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done and the check after it as JSON.")
+@pass_context
+def rebuild_command(obj: Context, as_json: bool) -> None:
+    """Repair the store from its sections, without reading the tree: FTS indexes, triggers, vectors.
+
+    Holds the write lock (exit 75 while a run holds it). Damage to the file itself cannot be
+    repaired in place: rebuild says so and names `knowledge reset --force` and `knowledge index`.
+    """
+    settings = prologue(obj, as_json)
+    repair = rebuild_store(settings.db_path)
+    if as_json:
+        echo_json(repair.to_json())
+    else:
+        for action in repair.actions:
+            click.echo(f"  {clean(action)}")
+        remaining = [f for f in repair.after.findings if f.repair != INDEX]
+        if not repair.after.findings:
+            click.echo("rebuild: done; `knowledge check` passes")
+        elif not remaining:
+            click.echo("rebuild: done; the next `knowledge index` embeds the sections that lack a vector")
+        else:
+            click.echo("rebuild: some damage remains:")
+            _print_report(repair.after)
+    if any(f.repair != INDEX for f in repair.after.findings):
+        sys.exit(EXIT_FAILURE)
+
+
+
+@cli.command("vacuum")
+@pass_context
+def vacuum_command(obj: Context) -> None:
+    """Rewrite the store without free pages, and let a store made before auto_vacuum shrink by itself.
+
+    A store created by this version gives the space of large removals back by itself; this merges
+    every FTS index and VACUUMs the file (switching it to auto_vacuum = INCREMENTAL). Holds the
+    write lock (exit 75 while a run holds it); needs free disk about the size of the store.
+    """
+    settings = prologue(obj, False)
+    if not settings.db_path.is_file():
+        raise IndexNotBuilt(f"no index at {settings.db_path}; run `knowledge index` first")
+    lock = WriteLock(settings.store_dir)
+    try:
+        lock.acquire("knowledge vacuum")
+    except StoreBusy as exc:
+        raise StoreBusy(f"{exc}; `knowledge vacuum` needs the store to itself: run it when the run ends "
+                        "(or stop the `knowledge writer`)") from None
+    try:
+        before, after = compact(settings.db_path)
+    finally:
+        lock.release()
+    click.echo(f"vacuum: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB ({settings.db_path})")
