@@ -79,7 +79,19 @@ class FetchError(PipelineError):
 
 
 class EmbeddingError(PipelineError):
-    """The embeddings server could not produce vectors."""
+    """The embeddings server could not produce vectors.
+
+    `kind` names the step that failed, never read from the message: `timeout` (a deadline passed,
+    which wins over any other step, a hung server being both), `refused` (no connection), `http_status`
+    (an error status), `malformed` (a body that is not a valid answer), or `error`.
+    """
+
+    kind = "error"
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
 
 
 class EmbeddingUnavailable(EmbeddingError):

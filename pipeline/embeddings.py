@@ -77,6 +77,11 @@ def document_text(text: str, title: str, prefix: str) -> str:
     return prefix.replace("{title}", title or "none") + text
 
 
+def _malformed(text: str) -> EmbeddingRejected:
+    """The error of an answer that is not a valid embeddings response."""
+    return EmbeddingRejected(text, "malformed")
+
+
 def is_server_error(error: EmbeddingError) -> bool:
     """True when the server answered 5xx: it processed the batch and failed, maybe on one input."""
     cause = error.__cause__
@@ -217,10 +222,10 @@ class EmbeddingsClient:
             response = self._http.post(self.url, json={"model": self.settings.model, "input": texts})
         except httpx.TimeoutException as exc:
             reason = f"embeddings server at {where} timed out after {self.settings.timeout:g}s"
-            raise _Transient(EmbeddingUnavailable(reason), exc) from exc
+            raise _Transient(EmbeddingUnavailable(reason, "timeout"), exc) from exc
         except httpx.TransportError as exc:
             reason = self._scrub(f"cannot reach embeddings server at {where}: {str(exc) or type(exc).__name__}")
-            raise _Transient(EmbeddingUnavailable(reason), exc) from exc
+            raise _Transient(EmbeddingUnavailable(reason, "refused"), exc) from exc
         status = response.status_code
         if status >= 400:
             detail = self._scrub(_detail(response))
@@ -228,12 +233,12 @@ class EmbeddingsClient:
             reason = f"embeddings server at {where} answered HTTP {status}: {detail}"
             if status in (408, 429) or status >= 500:
                 retry_after = _retry_after(response.headers.get("Retry-After"))
-                raise _Transient(EmbeddingUnavailable(reason), cause, retry_after)
-            raise EmbeddingRejected(reason) from cause
+                raise _Transient(EmbeddingUnavailable(reason, "http_status"), cause, retry_after)
+            raise EmbeddingRejected(reason, "http_status") from cause
         try:
             return response.json()
         except ValueError as exc:
-            raise EmbeddingRejected(f"embeddings server at {where} answered a body that is not JSON") from exc
+            raise _malformed(f"embeddings server at {where} answered a body that is not JSON") from exc
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
@@ -280,31 +285,31 @@ def _retry_after(value: str | None) -> float | None:
 def _validated(body: object, count: int, expected_dim: int | None) -> list[list[float]]:
     """The raw vectors of a response in input order, or EmbeddingRejected naming the first fault."""
     if not isinstance(body, dict):
-        raise EmbeddingRejected("malformed response: the body is not a JSON object")
+        raise _malformed("malformed response: the body is not a JSON object")
     if body.get("error"):
         error = body["error"]
         message = error.get("message", error) if isinstance(error, dict) else error
-        raise EmbeddingRejected(f"the server answered 200 with an error: {str(message)[:_DETAIL_CHARS]}")
+        raise _malformed(f"the server answered 200 with an error: {str(message)[:_DETAIL_CHARS]}")
     data = body.get("data")
     if not isinstance(data, list):
-        raise EmbeddingRejected("malformed response: `data` is missing or not a list")
+        raise _malformed("malformed response: `data` is missing or not a list")
     placed: dict[int, list[float]] = {}
     for position, item in enumerate(data):
         index = item.get("index") if isinstance(item, dict) else None
         if not isinstance(index, int) or isinstance(index, bool):
-            raise EmbeddingRejected(f"malformed response: item {position} has no integer index")
+            raise _malformed(f"malformed response: item {position} has no integer index")
         if not 0 <= index < count:
-            raise EmbeddingRejected(f"index {index} out of range for a batch of {count}")
+            raise _malformed(f"index {index} out of range for a batch of {count}")
         if index in placed:
-            raise EmbeddingRejected(f"index {index} appears twice")
+            raise _malformed(f"index {index} appears twice")
         placed[index] = _vector(item.get("embedding"), index)
     missing = sorted(set(range(count)) - placed.keys())
     if missing:
-        raise EmbeddingRejected(f"{len(data)} vectors for {count} inputs: no vector for index {missing[0]}")
+        raise _malformed(f"{len(data)} vectors for {count} inputs: no vector for index {missing[0]}")
     vectors = [placed[i] for i in range(count)]
     dims = {len(v) for v in vectors}
     if len(dims) > 1:
-        raise EmbeddingRejected(f"vectors of mixed dimensions {sorted(dims)} in one batch")
+        raise _malformed(f"vectors of mixed dimensions {sorted(dims)} in one batch")
     dim = dims.pop()
     if expected_dim is not None and dim != expected_dim:
         raise VectorIdentityMismatch(
@@ -316,17 +321,17 @@ def _validated(body: object, count: int, expected_dim: int | None) -> list[list[
 
 def _vector(value: object, index: int) -> list[float]:
     if not isinstance(value, list):
-        raise EmbeddingRejected(f"malformed response: the embedding at index {index} is not a list")
+        raise _malformed(f"malformed response: the embedding at index {index} is not a list")
     if not value:
-        raise EmbeddingRejected(f"empty vector at index {index}")
+        raise _malformed(f"empty vector at index {index}")
     for x in value:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-            raise EmbeddingRejected(f"non-numeric or non-finite value {x!r} in the vector at index {index}")
+            raise _malformed(f"non-numeric or non-finite value {x!r} in the vector at index {index}")
     return [float(x) for x in value]
 
 
 def _normalised(vector: list[float], index: int) -> list[float]:
     norm = math.sqrt(math.fsum(x * x for x in vector))
     if norm == 0.0:
-        raise EmbeddingRejected(f"zero vector at index {index} cannot be normalised")
+        raise _malformed(f"zero vector at index {index} cannot be normalised")
     return [x / norm for x in vector]

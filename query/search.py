@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
 from config.observability import tracer
@@ -41,6 +42,7 @@ class SearchResponse:
     note: str | None = None
     dropped: tuple[str, ...] = ()
     degraded: str | None = None
+    degraded_kind: str | None = None  # the step that failed: timeout, refused, http_status, malformed
 
 
 def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]:
@@ -75,6 +77,13 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
                 reader.require_intact()
             span.set_attribute("knowledge.tier", response.tier)
             span.set_attribute("knowledge.degraded", response.degraded or "")
+            if response.degraded_kind:
+                span.set_attribute("knowledge.degraded_kind", response.degraded_kind)
+            if settings.embeddings is not None:
+                server = urlsplit(settings.embeddings.base_url)
+                span.set_attribute("server.address", server.hostname or "")
+                if server.port:
+                    span.set_attribute("server.port", server.port)
             span.set_attribute("knowledge.hits", len(response.hits))
             return response
 
@@ -134,11 +143,11 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
         if ranking is not None:
             raise  # a forced ranking (evaluation) never degrades silently
-        reason = one_line(str(exc), 200)
+        reason = f"{exc.kind}: {one_line(str(exc), 200)}"
         notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
         return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
                               reader.hydrate(lexical[:k], lexical_scores),
-                              "; ".join(notes), query.dropped, degraded=reason)
+                              "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
     neighbours = [(cid, d) for cid, d in knn(reader.conn, vector, max(depth, KNN_K)) if cid not in excluded]
     nearest = [cid for cid, _ in neighbours]
     if ranking == VECTOR:
@@ -177,6 +186,7 @@ def to_json(response: SearchResponse, mapper: CitationMapper | None = None) -> d
         "status": response.status,
         "note": response.note,
         "degraded": response.degraded,
+        "degraded_kind": response.degraded_kind,
         "dropped_terms": list(response.dropped),
         "results": [hit_json(h, mapper) for h in response.hits],
     }

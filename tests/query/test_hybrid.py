@@ -111,6 +111,7 @@ def test_an_unreachable_server_degrades_to_lexical_and_says_so(indexed: Path, se
     data = json.loads(out)
     assert code == 0 and err.startswith("tier: hybrid -> DEGRADED")
     assert data["tier"].startswith("tier: hybrid -> DEGRADED") and "cannot reach" in data["degraded"]
+    assert data["degraded_kind"] == "refused" and "(embeddings unreachable: refused: " in data["tier"]
     assert "lexical only" in data["note"] and data["results"][0]["citation"] == "docs/budgets.md#0"
 
 
@@ -119,7 +120,15 @@ def test_a_server_slower_than_the_timeout_degrades_to_lexical(indexed: Path, ser
     response = search(settings_of(indexed, server, timeout=0.2), "budget")
     assert response.degraded is not None and "timed out" in response.degraded
     assert [h.index_ref for h in response.hits] == ["docs/budgets.md#0"]
-    assert to_json(response)["degraded"] == response.degraded
+    assert to_json(response)["degraded"] == response.degraded and response.degraded_kind == "timeout"
+
+
+def test_a_server_error_status_and_a_malformed_answer_degrade_by_their_kind(indexed: Path, server: EmbedServer) -> None:
+    server.faults.fail_next = 100
+    assert search(settings_of(indexed, server), "budget").degraded_kind == "http_status"
+    server.faults.fail_next = 0
+    server.faults.non_numeric = True
+    assert search(settings_of(indexed, server), "budget").degraded_kind == "malformed"
 
 
 def test_a_dimension_change_is_a_hard_error_not_a_degrade(indexed: Path, server: EmbedServer, run_cli) -> None:
