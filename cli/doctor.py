@@ -8,7 +8,7 @@ import click
 
 from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_FAILURE
-from query.doctor import FAIL, failed_fatally, run_checks
+from query.doctor import FAIL, NOT_RUN, failed_fatally, run_checks
 from query.terminal import clean
 
 
@@ -30,5 +30,9 @@ def doctor_command(obj: Context, as_json: bool) -> None:
             click.echo(f"doctor: {sum(1 for c in failures if c.fatal)} fatal check(s) failed")
         else:
             click.echo("doctor: no fatal problem found")
+        unrun = [c.name for c in checks if c.status == NOT_RUN]
+        if unrun:
+            click.echo(f"doctor: {len(unrun)} check(s) did not run ({', '.join(unrun)}): "
+                       "fix what stopped them above, then run `knowledge doctor` again")
     if fatal:
         sys.exit(EXIT_FAILURE)

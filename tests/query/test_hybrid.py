@@ -188,6 +188,8 @@ def test_doctor_without_embeddings_or_index_shows_not_run_and_exits_zero(workdir
     assert code == 0
     assert checks["embeddings"] == "not run" and checks["manifest"] == "not run" and checks["wal"] == "not run"
     assert checks["store"] == "warn"
+    code, out, _ = run_cli("doctor")
+    assert code == 0 and "check(s) did not run (" in out.splitlines()[-1] and "wal" in out.splitlines()[-1]
 
 
 def test_embeddings_configured_on_a_lexical_index_is_an_error_naming_the_fix(workdir: Path, server: EmbedServer,
