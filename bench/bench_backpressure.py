@@ -27,14 +27,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-import redis  # noqa: E402
-from corpus import generate  # noqa: E402
+import redis
+from corpus import generate
 
-from config.loader import settings_from_mapping  # noqa: E402
-from config.observability import configure_logging  # noqa: E402
-from tests.embedserver import EmbedServer  # noqa: E402
-from workers.redis_ledger import RedisLedger  # noqa: E402
-from workers.run import EmbeddedEngine, RunRequest  # noqa: E402
+from config.loader import settings_from_mapping
+from config.observability import configure_logging
+from tests.embedserver import EmbedServer
+from workers.ledger.redis_ledger import RedisLedger
+from workers.run import EmbeddedEngine, RunRequest
 
 UNLIMITED = 10**9
 
@@ -64,7 +64,7 @@ class Sampler(threading.Thread):
             sizes = [s or 0 for s in pipe.execute()]
             stage = [s for k, s in zip(keys, sizes) if k.decode().startswith(prefix + "stage:")]
             docs = sum(1 for k in keys if k.decode().startswith(prefix + "stage:d-"))
-            state = self.ledger.backlog_state(run_id, "")
+            state = self.ledger.backlog.backlog_state(run_id, "")
             for name, value in (("pending", state.pending), ("staged_docs", docs), ("bytes", sum(sizes)),
                                 ("stage_bytes", sum(stage))):
                 self.peak[name] = max(self.peak[name], value)
@@ -82,7 +82,7 @@ def one_run(corpus: Path, work: Path, url: str, limit: int, slow: float, every: 
         emb = {"base_url": server.base_url, "model": "hashed-bow", "timeout": 30, "max_pending": limit}
         settings = settings_from_mapping({"paths": [str(corpus)], "embeddings": emb}, store_base=store)
         engine = EmbeddedEngine(settings)
-        engine.ledger = ledger  # type: ignore[assignment] - the same contract, held in Redis
+        engine.ledger = ledger  # the same contract, held in Redis
         with engine:
             server.faults.slow = slow
             sampler = Sampler(ledger, every, timeout=3600)

@@ -15,6 +15,7 @@ from query.terminal import clean
 if TYPE_CHECKING:  # workers/ and rich are imported only when a run starts or a bar is drawn
     from rich.progress import Progress, TaskID
 
+    from workers.distributed import Enqueued
     from workers.ledger import RunSummary
 
 
@@ -81,6 +82,20 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
         click.echo(f"  run failed: {clean(data['error'])}")
 
 
+def note(text: str) -> None:
+    """A line about a run in progress (a missing process, a stall): always stderr, never the JSON stdout."""
+    click.echo(text, err=True)
+
+
+def print_enqueued(enqueued: Enqueued, as_json: bool) -> None:
+    """What `knowledge index --detach` enqueued."""
+    if as_json:
+        echo_json(enqueued.to_json())
+    else:
+        click.echo(f"run {enqueued.run_id} enqueued: {enqueued.files} files, {enqueued.to_read} to read; "
+                   "`knowledge runs` follows it")
+
+
 @cli.command("index")
 @click.argument("paths", nargs=-1)
 @click.option("--reindex", is_flag=True, help="Re-read and rebuild every file, ignoring hashes.")
@@ -96,20 +111,22 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     configure_logging("WARNING")
     configure_tracing("knowledge-cli")
     request = RunRequest(paths=paths, reindex=reindex)
-    request.roots(settings)
+    targets = request.targets(settings)
     view = ProgressView(as_json)
     if settings.broker is not None:
-        from workers.distributed import run_distributed
+        from workers.distributed import Enqueued, run_distributed
 
-        summary = run_distributed(settings, request, view, detach=detach, as_json=as_json)
-        if summary is None:
+        result = run_distributed(settings, request, targets, view, note, detach=detach)
+        if isinstance(result, Enqueued):
+            print_enqueued(result, as_json)
             return
+        summary = result
     else:
         if detach:
             raise UsageError("--detach needs a broker (knowledge.broker.url or KNOWLEDGE_BROKER_URL)")
         try:
             with EmbeddedEngine(settings) as engine:
-                summary = engine.run(request, view)
+                summary = engine.run(request, view, targets)
         finally:
             view.close()
     print_summary(summary, as_json)

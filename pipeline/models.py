@@ -49,20 +49,20 @@ class Document:
     title: str | None
     chunks: list[Chunk]
     source: str = "file"
-    vectors: dict[int, list[float]] = field(default_factory=dict)
+    # float32 blobs by chunk ordinal, attached by the writer (they never cross a queue with the document)
+    vectors: dict[int, bytes] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form for staging in the run ledger."""
+        """JSON-able form for staging in the run ledger (without vectors)."""
         data = asdict(self)
         data["chunks"] = [[c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk] for c in self.chunks]
-        data["vectors"] = {str(k): v for k, v in self.vectors.items()}
+        del data["vectors"]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Document:
         """Inverse of to_dict."""
         chunks = [Chunk(*row) for row in data["chunks"]]
-        vectors = {int(k): v for k, v in (data.get("vectors") or {}).items()}
         return cls(
             path=data["path"],
             root=data["root"],
@@ -72,7 +72,6 @@ class Document:
             title=data["title"],
             chunks=chunks,
             source=data.get("source", "file"),
-            vectors=vectors,
         )
 
 

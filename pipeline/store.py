@@ -163,6 +163,11 @@ class Store:
         """Number of documents stored."""
         return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
 
+    def totals(self) -> tuple[int, int]:
+        """The documents stored and their chunks, as a finished run reports them."""
+        files, chunks = self.conn.execute("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents").fetchone()
+        return int(files), int(chunks)
+
 
 @dataclass(frozen=True)
 class Emptied:

@@ -9,39 +9,39 @@ complete, the partial tail holds fewer than `batch_size` (<= limit) chunks, and 
 nothing from ingest.
 
 - Admission: an ingest message of a vector run first reads the backlog's counters (cheap, before
-  any file is read); above the limit it is parked. queue_embeds then enforces the limit atomically
-  with the append, so a run never holds more than the limit plus one message's chunks pending,
-  however many workers race. A message refused there is parked too; what it staged is overwritten
-  when it comes back. A message whose chunks were already queued (a redelivery) always goes on.
-- Parking: the message's arguments are kept in the ledger and the message returns normally, so no
-  worker thread blocks and the broker holds nothing. It is not done: it does not count towards the
-  run's completion or the embedding tail flush.
-- Waking: when a batch is embedded (or given up), when the writer writes an embedded document and
-  when an admitted ingest message finishes, the oldest parked messages are sent again: as many as
-  fit at the run's mean chunks per admitted message, counting those woken and not yet admitted. A parking message wakes too when
-  the room appeared while it parked (its park and the waker's count are each one atomic ledger
-  step, so one of the two sees the other).
-- The ticker: one `resume` message per run, re-sent every TICK_S while anything is parked, sends
-  again a woken message that never arrived (its sender died between taking it and sending it) and
-  wakes if there is room. A parking message starts it when no ticker ran lately; a superseded
-  ticker stops at its next turn.
+  any file is read); above the limit it waits. The backlog then enforces the limit atomically with
+  the append (queue_embeds), so a run never holds more than the limit plus one message's chunks
+  pending, however many workers race. A message whose chunks were already queued (a redelivery)
+  always goes on.
+- Waiting: a message that must wait sends itself again with a delay (DEFER_MS) and returns
+  normally, so no worker thread blocks and nothing is kept aside: the broker holds the message
+  like any other. It is not done: it does not count towards the run's completion or the embedding
+  tail flush. What it staged before a refusal at the append is overwritten when it comes back.
+
+This replaced a parking lot (parked arguments in the ledger, woken by embed and write steps, a
+ticker re-sending lost wakes): bench/RESULTS.md compares the two.
 """
 
 from __future__ import annotations
 
-import time
+from enum import Enum
 from typing import Any
 
 from config.settings import EmbeddingsSettings
 from pipeline.vectors import VectorPlan
-from workers.backlog import BacklogState
+from workers.ledger import BacklogState
 from workers.runtime import Runtime
 
-TICK_S = 5.0
-TICKER_AFTER_S = 3 * TICK_S  # a parking message starts a ticker when none ran for this long
-STALE_S = 120.0  # a woken message not admitted after this long is sent again
-MAX_WAKE = 8  # messages sent again by one wake
+DEFER_MS = 250  # a waiting ingest message comes back after this long
 DEFAULT_LIMIT = 2048
+
+
+class Verdict(Enum):
+    """What an ingest message of a vector run does before reading its files."""
+
+    GO = "go"
+    DONE = "done"  # it already ran (a redelivery of a finished message)
+    WAIT = "wait"  # the backlog is full: it was sent again with a delay
 
 
 def limit(runtime: Runtime, plan: VectorPlan) -> int:
@@ -57,48 +57,17 @@ def room(runtime: Runtime, state: BacklogState, plan: VectorPlan) -> int:
     return min(bound - state.pending, bound - state.unwritten)
 
 
-def admit(runtime: Runtime, run_id: str, key: str, files: list[list[Any]], force: bool, plan: VectorPlan) -> str:
-    """Decide an ingest message before it reads anything: "go", "done" (it already ran) or "parked"."""
-    state = runtime.ledger.backlog_state(run_id, key)
+def admit(runtime: Runtime, run_id: str, key: str, files: list[list[Any]], force: bool, plan: VectorPlan) -> Verdict:
+    """Decide an ingest message before it reads anything; a message that must wait is deferred here."""
+    state = runtime.ledger.backlog.backlog_state(run_id, key)
     if state.done:
-        return "done"
+        return Verdict.DONE
     if state.queued or room(runtime, state, plan) >= 0:
-        return "go"
-    park(runtime, run_id, key, files, force, plan)
-    return "parked"
+        return Verdict.GO
+    defer(runtime, run_id, files, force)
+    return Verdict.WAIT
 
 
-def park(runtime: Runtime, run_id: str, key: str, files: list[list[Any]], force: bool, plan: VectorPlan) -> None:
-    """Keep a deferred ingest message in the ledger; start the ticker if none runs; wake if room appeared."""
-    token = runtime.ledger.park(run_id, key, [files, force], time.time(), TICKER_AFTER_S)
-    if token is not None:
-        runtime.actors.resume.send_with_options(args=(run_id, token), delay=int(TICK_S * 1000))
-    wake(runtime, run_id, plan)
-
-
-def wake(runtime: Runtime, run_id: str, plan: VectorPlan) -> int:
-    """Send parked ingest messages again, about as many as there is room for beside those already
-    on their way (at the run's mean chunks per admitted message); return how many."""
-    state = runtime.ledger.backlog_state(run_id, "")
-    per_message = max(1, -(-state.appended // max(1, state.admitted)))
-    free = room(runtime, state, plan) - state.woken * per_message
-    if free < 0:
-        return 0
-    count = min(MAX_WAKE, 1 + free // per_message)
-    woken = runtime.ledger.unpark(run_id, count, time.time())
-    for files, force in woken:
-        runtime.actors.ingest.send(run_id, files, force)
-    return len(woken)
-
-
-def resume(runtime: Runtime, run_id: str, token: str, plan: VectorPlan) -> None:
-    """One turn of the run's ticker: re-send lost wakes, wake if there is room, come back while needed."""
-    if runtime.ledger.summary(run_id).state != "running":
-        return
-    stale = runtime.ledger.tick(run_id, token, time.time(), STALE_S)
-    if stale is None:
-        return
-    for files, force in stale:
-        runtime.actors.ingest.send(run_id, files, force)
-    wake(runtime, run_id, plan)
-    runtime.actors.resume.send_with_options(args=(run_id, token), delay=int(TICK_S * 1000))
+def defer(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> None:
+    """Send an ingest message again after DEFER_MS: it finds out then whether there is room."""
+    runtime.actors.ingest.send_with_options(args=(run_id, files, force), delay=DEFER_MS)

@@ -55,6 +55,13 @@ MAINTENANCE_CHANCE = 50_000
 WORKER_TIMEOUT_MS = 100
 
 
+def broker_url(settings: Settings) -> str:
+    """knowledge.broker.url; BrokerError when no broker is configured."""
+    if settings.broker is None:
+        raise BrokerError("no broker configured: set knowledge.broker.url or KNOWLEDGE_BROKER_URL")
+    return settings.broker.url
+
+
 def redacted(url: str) -> str:
     """The broker URL with any password replaced, fit for messages and logs."""
     parts = urlsplit(url)
@@ -72,9 +79,7 @@ def build_redis_broker(settings: Settings) -> RedisBroker:
     import redis
     from dramatiq.brokers.redis import RedisBroker
 
-    if settings.broker is None:
-        raise BrokerError("no broker configured: set knowledge.broker.url or KNOWLEDGE_BROKER_URL")
-    client = redis.Redis.from_url(settings.broker.url, socket_connect_timeout=5, socket_timeout=30,
+    client = redis.Redis.from_url(broker_url(settings), socket_connect_timeout=5, socket_timeout=30,
                                   health_check_interval=15)
     broker = RedisBroker(client=client, namespace=namespace(settings), heartbeat_timeout=HEARTBEAT_TIMEOUT_MS,
                          maintenance_chance=MAINTENANCE_CHANCE)
@@ -87,7 +92,7 @@ def connect_broker(settings: Settings) -> RedisBroker:
     import redis
 
     broker = build_redis_broker(settings)
-    url = redacted(settings.broker.url)  # type: ignore[union-attr]
+    url = redacted(broker_url(settings))
     try:
         broker.client.ping()
     except redis.RedisError as exc:

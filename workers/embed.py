@@ -10,8 +10,8 @@ the last expected ingest flushes the tail. The append is refused while too many 
 
 Embed (embed_batch): outside any transaction, POST the batch (halving on failure down to single
 inputs), store each vector against its (document, ordinal) slot, and send every document whose
-vectors are now all present to the writer, then count the batch embedded (freeing its items) and
-wake parked ingest messages. A single input that still fails fails its document, not the run.
+vectors are now all present to the writer, then count the batch embedded (freeing its items, so
+waiting ingest messages find room). A single input that still fails fails its document, not the run.
 Every step is idempotent: positions are recorded per ingest key, presence per chunk, a batch is
 counted embedded once, and a document is settled once written or failed, so a redelivered message
 repeats harmlessly.
@@ -22,15 +22,14 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import Any, Self
 
 from config.errors import EmbeddingError, VectorIdentityMismatch
 from config.observability import tracer
 from pipeline import db
 from pipeline.embeddings import EmbeddingsClient, RetryPolicy, document_text
-from pipeline.models import Document
-from pipeline.vectors import VectorPlan, VectorWriter, from_blob, install, reusable_hashes, to_blob
-from workers import backpressure
+from pipeline.vectors import VectorPlan, VectorWriter, install, reusable_hashes, to_blob
+from workers.payloads import DocumentItem, EmbedWork, Item
 from workers.runtime import Runtime
 
 _lock = threading.Lock()
@@ -45,7 +44,7 @@ def doc_key(path: str) -> str:
 
 def run_plan(runtime: Runtime, run_id: str) -> VectorPlan | None:
     """The run's vector plan (from the run info in the ledger), cached per process; None if lexical."""
-    cache = runtime.extras.setdefault("vector_plans", {})
+    cache = runtime.vector_plans
     if run_id not in cache:
         plan = VectorPlan.from_info(runtime.ledger.summary(run_id).info.get("vectors"))
         with _lock:
@@ -63,41 +62,43 @@ def client_for(runtime: Runtime, plan: VectorPlan) -> EmbeddingsClient:
     pinned = replace(settings, model=ident.model, query_prefix=ident.query_prefix,
                      document_prefix=ident.document_prefix)
     with _lock:
-        client = runtime.extras.get("embeddings_client")
+        client = runtime.embeddings_client
         if client is None or client.expected_dim != ident.dimension or client.settings != pinned:
             client = EmbeddingsClient(pinned, retry=EMBED_RETRY, expected_dim=ident.dimension)
-            runtime.extras["embeddings_client"] = client
+            runtime.embeddings_client = client
         return client
 
 
-def route(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]], plan: VectorPlan,
-          limit: int | None = None) -> list[dict[str, Any]] | None:
+def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: VectorPlan,
+          limit: int | None = None) -> list[Item] | None:
     """Stage the documents that need vectors, queue their chunks; return the rest of the payload.
 
-    None when the backlog refused the chunks (more than `limit` pending): the caller parks the message.
+    None when the backlog refused the chunks (more than `limit` pending): the caller defers the message.
     """
-    rest: list[dict[str, Any]] = []
-    items: list[list[Any]] = []
+    rest: list[Item] = []
+    work: list[EmbedWork] = []
     expected: dict[str, int] = {}
+    prefix = plan.identity.document_prefix
     with _StoredVectors(runtime, plan) as stored:
-        for item in payload:
-            if item["outcome"] != "document":
+        for item in items:
+            if not isinstance(item, DocumentItem):
                 rest.append(item)
                 continue
-            doc = Document.from_dict(item["doc"])
+            doc = item.document
             keep = stored.hashes(doc.path)
             todo = [c for c in doc.chunks if c.text_hash not in keep]
             if not todo:
                 rest.append(item)
                 continue
             dkey = doc_key(doc.path)
-            runtime.ledger.stage(run_id, dkey, [{**item, "embed": True}])
+            runtime.ledger.stage(run_id, dkey, [replace(item, embed=True).to_wire()])
             expected[dkey] = len(todo)
-            prefix = plan.identity.document_prefix
-            items += [[dkey, doc.path, c.ordinal, document_text(c.body, c.heading_path, prefix)] for c in todo]
+            work += [EmbedWork(dkey, doc.path, c.ordinal, document_text(c.body, c.heading_path, prefix))
+                     for c in todo]
+    backlog = runtime.ledger.backlog
     if expected:
-        runtime.ledger.expect_vectors(run_id, expected)
-    if runtime.ledger.queue_embeds(run_id, key, items, limit) is None:
+        backlog.expect_vectors(run_id, expected)
+    if backlog.queue_embeds(run_id, key, [w.to_wire() for w in work], limit) is None:
         return None
     return rest
 
@@ -105,7 +106,7 @@ def route(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]]
 def dispatch(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
     """Send the full batches this ingest message completed and, after the last ingest, the tail."""
     size = plan.batch_size
-    for position in runtime.ledger.queue_embeds(run_id, key, []):
+    for position in runtime.ledger.backlog.queue_embeds(run_id, key, []) or []:
         if (position + 1) % size == 0:
             runtime.actors.embed.send(run_id, position // size)
     ingest_finished(runtime, run_id, key, plan)
@@ -113,16 +114,17 @@ def dispatch(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
 
 def ingest_finished(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
     """Mark an ingest message done (or given up); after the last one, send the backlog's tail batch."""
-    all_done, length = runtime.ledger.ingest_done(run_id, key)
+    all_done, length = runtime.ledger.backlog.ingest_done(run_id, key)
     if all_done and length % plan.batch_size:
         runtime.actors.embed.send(run_id, (length - 1) // plan.batch_size)
 
 
-def _batch(runtime: Runtime, run_id: str, index: int, size: int) -> tuple[list[list[Any]], list[list[Any]]]:
-    """The items of backlog batch `index`, and those of them whose chunk has no vector yet."""
-    items = runtime.ledger.embed_items(run_id, index * size, (index + 1) * size)
-    present = runtime.ledger.present_vectors(run_id, [(i[0], int(i[2])) for i in items])
-    return items, [item for item, have in zip(items, present) if not have]
+def _batch(runtime: Runtime, run_id: str, index: int, size: int) -> tuple[list[EmbedWork], list[EmbedWork]]:
+    """The chunks of backlog batch `index`, and those of them that have no vector yet."""
+    backlog = runtime.ledger.backlog
+    work = [EmbedWork.from_wire(w) for w in backlog.embed_items(run_id, index * size, (index + 1) * size)]
+    present = backlog.present_vectors(run_id, [w.slot for w in work])
+    return work, [w for w, have in zip(work, present) if not have]
 
 
 def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
@@ -134,8 +136,7 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     plan = run_plan(runtime, run_id)
     if plan is None:
         return
-    ledger = runtime.ledger
-    items, todo = _batch(runtime, run_id, index, plan.batch_size)
+    work, todo = _batch(runtime, run_id, index, plan.batch_size)
     failed: dict[str, tuple[str, str]] = {}
     vectors: list[tuple[str, int, bytes]] = []
     if todo:
@@ -143,20 +144,21 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
         with tracer().start_as_current_span("embed batch", attributes={"knowledge.run_id": run_id,
                                                                        "knowledge.batch": index,
                                                                        "knowledge.inputs": len(todo)}) as span:
+            results: list[list[float] | EmbeddingError]
             try:
-                results = client_for(runtime, plan).embed_halving([i[3] for i in todo], splits.append)
+                results = list(client_for(runtime, plan).embed_halving([w.text for w in todo], splits.append))
             except VectorIdentityMismatch as exc:
                 results = [exc] * len(todo)
             span.set_attribute("knowledge.halvings", len(splits))
             span.set_attribute("knowledge.failed_inputs", sum(isinstance(r, EmbeddingError) for r in results))
-        for item, result in zip(todo, results):
+        for chunk, result in zip(todo, results):
             if isinstance(result, EmbeddingError):
-                failed.setdefault(item[0], (item[1], f"embedding section {item[2]} failed: {result}"))
-            else:
-                vectors.append((item[0], int(item[2]), to_blob(result)))
+                failed.setdefault(chunk.doc_key, (chunk.path, f"embedding section {chunk.ordinal} failed: {result}"))
+            else:  # the one float -> blob step: from here on a vector is bytes
+                vectors.append((chunk.doc_key, chunk.ordinal, to_blob(result)))
     if failed:
         fail_documents(runtime, run_id, failed)
-    complete = ledger.put_vectors(run_id, vectors, sorted({i[0] for i in items}))
+    complete = runtime.ledger.backlog.put_vectors(run_id, vectors, sorted({w.doc_key for w in work}))
     for dkey in complete:
         if dkey not in failed:
             runtime.actors.write.send(run_id, dkey)
@@ -164,9 +166,8 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
 
 
 def batch_finished(runtime: Runtime, run_id: str, index: int, plan: VectorPlan) -> None:
-    """Count a batch embedded (once; its items are freed) and let parked ingest messages in."""
-    runtime.ledger.batch_embedded(run_id, index * plan.batch_size, (index + 1) * plan.batch_size)
-    backpressure.wake(runtime, run_id, plan)
+    """Count a batch embedded (once; its items are freed): room for waiting ingest messages."""
+    runtime.ledger.backlog.batch_embedded(run_id, index * plan.batch_size, (index + 1) * plan.batch_size)
 
 
 def fail_documents(runtime: Runtime, run_id: str, failed: dict[str, tuple[str, str]]) -> None:
@@ -174,7 +175,7 @@ def fail_documents(runtime: Runtime, run_id: str, failed: dict[str, tuple[str, s
     ledger = runtime.ledger
     ledger.record(run_id, [(path, "failed", reason) for path, reason in failed.values()])
     for dkey in failed:
-        ledger.drop_vectors(run_id, dkey)
+        ledger.backlog.drop_vectors(run_id, dkey)
         ledger.unstage(run_id, dkey)
     runtime.actors.finalize.send(run_id)
 
@@ -185,28 +186,26 @@ def give_up_batch(runtime: Runtime, run_id: str, index: int, reason: str) -> Non
     if plan is None:
         return
     _, missing = _batch(runtime, run_id, index, plan.batch_size)
-    failed = {i[0]: (i[1], f"embedding failed: {reason}") for i in missing}
+    failed = {w.doc_key: (w.path, f"embedding failed: {reason}") for w in missing}
     if failed:
         fail_documents(runtime, run_id, failed)
     batch_finished(runtime, run_id, index, plan)
 
 
-def attach_vectors(runtime: Runtime, run_id: str, key: str, payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The writer's view of a staged payload: a pending document gets its embedded vectors."""
-    out: list[dict[str, Any]] = []
-    for item in payload:
-        if item.get("embed"):
-            doc = dict(item["doc"])
-            doc["vectors"] = {str(o): from_blob(b) for o, b in runtime.ledger.vectors(run_id, key).items()}
-            item = {**item, "doc": doc}
+def attach_vectors(runtime: Runtime, run_id: str, key: str, items: list[Item]) -> list[Item]:
+    """The writer's view of a staged payload: a pending document gets its embedded vectors (blobs, as stored)."""
+    out: list[Item] = []
+    for item in items:
+        if isinstance(item, DocumentItem) and item.embed:
+            blobs = runtime.ledger.backlog.vectors(run_id, key)
+            item = replace(item, document=replace(item.document, vectors=blobs))
         out.append(item)
     return out
 
 
 def prepare_writer(runtime: Runtime, run_id: str) -> None:
     """In the writer, before a run's first write: install the vector table and set the store's hook."""
-    prepared = runtime.extras.setdefault("vectors_prepared", {})
-    if run_id in prepared:
+    if run_id in runtime.prepared_runs:
         return
     store = runtime.writer_store()
     plan = run_plan(runtime, run_id)
@@ -216,7 +215,7 @@ def prepare_writer(runtime: Runtime, run_id: str) -> None:
         with store.transaction() as conn:
             install(conn, plan.identity)
         store.vector_hook = VectorWriter(reuse=plan.reuse)
-    prepared[run_id] = True
+    runtime.prepared_runs.add(run_id)
 
 
 class _StoredVectors:
@@ -227,7 +226,7 @@ class _StoredVectors:
         self.enabled = plan.reuse
         self.conn: Any = None
 
-    def __enter__(self) -> _StoredVectors:
+    def __enter__(self) -> Self:
         if self.enabled and self.path.is_file():
             try:
                 self.conn = db.connect_readonly(self.path)

@@ -10,7 +10,9 @@ from config.urls import is_web_path
 from pipeline.files import ingest_file
 from pipeline.models import FileJob
 from pipeline.web import PageUnchanged, ingest_url
-from workers import backpressure, embed
+from workers import backpressure, embed, payloads
+from workers.backpressure import Verdict
+from workers.payloads import DocumentItem, Failed, Item, Skipped, Touch
 from workers.runtime import Runtime
 
 
@@ -20,21 +22,21 @@ def batch_key(files: list[list[Any]]) -> str:
     return f"b-{digest[:20]}"
 
 
-def ingest_item(job: FileJob, force: bool) -> dict[str, Any]:
+def ingest_item(job: FileJob, force: bool) -> Item:
     """One file's payload item for the writer: a document, a touch, a skip or a failure."""
     try:
         result = ingest_url(job, force=force) if is_web_path(job.path) else ingest_file(job, force=force)
     except FileSkipped as exc:
-        return {"path": job.path, "outcome": "skipped", "reason": str(exc)}
+        return Skipped(job.path, str(exc))
     except PipelineError as exc:
-        return {"path": job.path, "outcome": "failed", "reason": str(exc)}
+        return Failed(job.path, str(exc))
     except Exception as exc:  # noqa: BLE001 - one bad file must not fail the run
-        return {"path": job.path, "outcome": "failed", "reason": f"unexpected error: {type(exc).__name__}: {exc}"}
+        return Failed(job.path, f"unexpected error: {type(exc).__name__}: {exc}")
     if isinstance(result, PageUnchanged):
-        return {"path": job.path, "outcome": "unchanged", "touch": [result.size, result.mtime_ns]}
-    if result == "unchanged":
-        return {"path": job.path, "outcome": "unchanged", "touch": [job.size, job.mtime_ns]}
-    return {"path": job.path, "outcome": "document", "doc": result.to_dict()}  # type: ignore[union-attr]
+        return Touch(job.path, result.size, result.mtime_ns)
+    if isinstance(result, str):  # "unchanged": the content hash equals the stored one
+        return Touch(job.path, job.size, job.mtime_ns)
+    return DocumentItem(job.path, result)
 
 
 def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> str | None:
@@ -42,25 +44,24 @@ def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: b
 
     In a vector run, documents needing vectors are routed to the embedding backlog first, and the
     batches this message completed are sent (again, on a redelivery) after the payload is staged.
-    While the backlog is full the message is parked instead and None is returned: it is sent again
-    when there is room (workers/backpressure.py).
+    While the backlog is full the message is sent again later instead and None is returned
+    (workers/backpressure.py).
     """
     key = batch_key(files)
     plan = embed.run_plan(runtime, run_id)
     if runtime.ledger.staged(run_id, key) is None:
         if plan is not None:
             verdict = backpressure.admit(runtime, run_id, key, files, force, plan)
-            if verdict != "go":
-                return key if verdict == "done" else None
-        payload = [ingest_item(FileJob.from_wire(f), force) for f in files]
+            if verdict is not Verdict.GO:
+                return key if verdict is Verdict.DONE else None
+        items = [ingest_item(FileJob.from_wire(f), force) for f in files]
         if plan is not None:
-            routed = embed.route(runtime, run_id, key, payload, plan, backpressure.limit(runtime, plan))
+            routed = embed.route(runtime, run_id, key, items, plan, backpressure.limit(runtime, plan))
             if routed is None:
-                backpressure.park(runtime, run_id, key, files, force, plan)
+                backpressure.defer(runtime, run_id, files, force)
                 return None
-            payload = routed
-        runtime.ledger.stage(run_id, key, payload)
+            items = routed
+        runtime.ledger.stage(run_id, key, payloads.to_wire(items))
     if plan is not None:
         embed.dispatch(runtime, run_id, key, plan)
-        backpressure.wake(runtime, run_id, plan)
     return key

@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+
+import dramatiq
 
 from config.errors import BrokerError, StoreBusy
 from config.settings import Settings
 from pipeline.lock import WriteLock
 from pipeline.store import Emptied, Store, reset
+from workers import queues
+from workers.runtime import current
 
 REMOVE_ACTOR = "remove"
-REPLY_TTL_S = 3600
 REMOVE_WAIT_S = 60.0
 
 
@@ -59,17 +61,13 @@ def reset_store(settings: Settings) -> Emptied:
         lock.release()
 
 
-def declare_remove_actor(broker: Any) -> Any:
+def declare_remove_actor(broker: dramatiq.Broker) -> dramatiq.Actor[[str, list[str]], None]:
     """The writer-side `remove` actor (write queue): delete paths, reply with those that existed."""
-    import dramatiq
-
-    from workers import queues
-    from workers.runtime import current
 
     def remove(request_id: str, paths: list[str]) -> None:
         runtime = current()
         removed = runtime.writer_store().remove(paths)
-        runtime.ledger.put_reply(request_id, removed, REPLY_TTL_S)  # type: ignore[attr-defined]
+        runtime.ledger.replies.put(request_id, removed)
 
     return dramatiq.actor(remove, broker=broker, actor_name=REMOVE_ACTOR, queue_name=queues.WRITE,
                           **queues.WRITE_OPTIONS)
@@ -86,7 +84,7 @@ def remove_via_writer(settings: Settings, paths: list[str], wait_s: float = REMO
         actor.send(request_id, list(paths))
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            reply = ledger.reply(request_id)
+            reply = ledger.replies.get(request_id)
             if reply is not None:
                 return [str(p) for p in json.loads(reply)]
             time.sleep(0.1)

@@ -4,8 +4,8 @@ On enqueue it injects the current OpenTelemetry context into the message options
 message sent inside a span continues that span's trace in whatever process consumes it. Around
 each processed message it clears and binds structlog's context variables (run id, actor, message
 id, number of paths), starts a span named after the actor as a child of the carried context,
-refreshes the run lock of the message's run, and records the files of a message that exhausted
-its retries as failed so the run can still complete.
+refreshes the run lock of the message's run, and settles a message that exhausted its retries
+(workers/exhaustion.py, the one place that does) so the run can still complete.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from config.errors import KnowledgeError
 from config.observability import get_logger, tracer
+from workers import exhaustion
 from workers import runtime as runtime_module
 
 OPTION = "otel"
@@ -134,34 +135,19 @@ class KnowledgeMiddleware(dramatiq.Middleware):
         except KnowledgeError:
             return  # a process that only enqueues (or a bench) has no runtime
         try:
-            refresh = getattr(installed.ledger, "refresh_run_lock", None)
-            if refresh is not None:
-                refresh(run_id)
+            installed.ledger.run_lock.refresh(run_id)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must never fail a message
             log.warning("run lock refresh failed", error=str(exc))
 
 
-def give_up(message: Any, exception: BaseException) -> None:
-    """Record the files of a message that exhausted its retries as failed, then let the run finish."""
+def give_up(message: dramatiq.Message[Any], exception: BaseException) -> None:
+    """Settle a message that exhausted its retries (workers/exhaustion.py) so the run can still finish."""
     try:
         runtime = runtime_module.current()
-    except Exception:  # noqa: BLE001 - a process without a runtime only enqueues
-        return
-    run_id = message_run_id(message)
-    reason = f"gave up after {message.options.get('retries', 0)} retries: {type(exception).__name__}: {exception}"
-    paths: list[str] = []
+    except KnowledgeError:
+        return  # a process without a runtime only enqueues
     try:
-        if message.actor_name == "ingest" and len(message.args) > 1:
-            paths = [str(f[0]) for f in message.args[1]]
-        elif message.actor_name == "write" and len(message.args) > 1:
-            payload = runtime.ledger.staged(run_id, message.args[1]) or []
-            paths = [str(item["path"]) for item in payload]
-        if not paths:
-            return
-        runtime.ledger.record(run_id, [(p, "failed", reason) for p in paths])
-        log.error("gave up on message", failed_paths=len(paths), error=reason)
-        actors = runtime.actors
-        if actors is not None and getattr(actors, "finalize", None) is not None:
-            actors.finalize.send(run_id)
+        exhaustion.give_up(runtime, message.actor_name, message.args, int(message.options.get("retries", 0)),
+                           f"{type(exception).__name__}: {exception}")
     except Exception as exc:  # noqa: BLE001 - the broker itself may be gone
         log.error("could not record a failed message", error=str(exc))

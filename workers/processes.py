@@ -19,16 +19,30 @@ from typing import Any
 
 import dramatiq
 import redis
+from dramatiq.brokers.redis import RedisBroker
 
-from config.observability import configure_logging, configure_tracing, get_logger, shutdown_tracing
+from config.observability import (
+    configure_logging,
+    configure_tracing,
+    get_logger,
+    shutdown_tracing,
+)
 from config.settings import Settings
 from pipeline.lock import WriteLock
 from pipeline.store import Store
 from workers import queues
 from workers.actors import declare_actors
-from workers.broker import HEARTBEAT_TIMEOUT_MS, WORKER_TIMEOUT_MS, connect_broker, namespace, redacted
+from workers.broker import (
+    HEARTBEAT_TIMEOUT_MS,
+    WORKER_TIMEOUT_MS,
+    broker_url,
+    connect_broker,
+    namespace,
+    redacted,
+)
+from workers.ledger import Presence
+from workers.ledger.redis_ledger import RedisLedger
 from workers.maintenance import declare_remove_actor
-from workers.redis_ledger import RedisLedger
 from workers.runtime import Runtime, install, uninstall
 
 STOP_TIMEOUT_MS = 30_000
@@ -47,11 +61,11 @@ class Heartbeat(threading.Thread):
     announces the process under its role (worker or writer) so `knowledge index` and `runs` can tell
     who is serving the store."""
 
-    def __init__(self, broker: Any, ledger: RedisLedger, role: str,
+    def __init__(self, broker: RedisBroker, presence: Presence, role: str,
                  every_s: float = HEARTBEAT_TIMEOUT_MS / 4000) -> None:
         super().__init__(name="knowledge-heartbeat", daemon=True)
         self.broker = broker
-        self.ledger = ledger
+        self.presence = presence
         self.role = role
         self.member = f"{socket.gethostname()}:{os.getpid()}"
         self.every_s = every_s
@@ -62,7 +76,7 @@ class Heartbeat(threading.Thread):
         try:
             self.broker.client.zadd(f"{self.broker.namespace}:__heartbeats__",
                                     {self.broker.broker_id: int(time.time() * 1000)})
-            self.ledger.announce(self.role, self.member)
+            self.presence.announce(self.role, self.member)
         except redis.RedisError:
             pass
 
@@ -75,7 +89,7 @@ class Heartbeat(threading.Thread):
         """Stop beating and withdraw the announcement."""
         self.stopping.set()
         try:
-            self.ledger.withdraw(self.role, self.member)
+            self.presence.withdraw(self.role, self.member)
         except redis.RedisError:
             pass
 
@@ -106,11 +120,11 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     # worker timeout) while they are processed, so a one-thread writer idled up to a third of the
     # time between batches. A deeper buffer keeps every thread fed.
     worker.queue_prefetch = max(PREFETCH_PER_THREAD * threads, MIN_PREFETCH)
-    heartbeat = Heartbeat(broker, ledger, role)
+    heartbeat = Heartbeat(broker, ledger.presence, role)
     worker.start()
     heartbeat.start()
     log.info(f"{role} started", pid=os.getpid(), broker_id=broker.broker_id, queues=sorted(queue_names),
-             threads=threads, prefetch=worker.queue_prefetch, broker=redacted(settings.broker.url),  # type: ignore[union-attr]
+             threads=threads, prefetch=worker.queue_prefetch, broker=redacted(broker_url(settings)),
              store=str(settings.db_path))
     try:
         while not stop.wait(0.5):

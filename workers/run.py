@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import dramatiq
 
@@ -29,10 +29,20 @@ from pipeline.store import Store, stored_stats
 from pipeline.walker import Found, unindexable, walk_root
 from pipeline.web import url_jobs
 from workers import queues
-from workers.actors import Actors, declare_actors
+from workers.actors import declare_actors
 from workers.broker import build_stub_broker
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
+from workers.queues import Actors
 from workers.runtime import Runtime, install, uninstall
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What a run indexes: the roots to walk (explicit ones never prune) and the web pages to fetch."""
+
+    roots: list[str]
+    explicit: bool
+    urls: list[str]
 
 
 @dataclass(frozen=True)
@@ -42,27 +52,21 @@ class RunRequest:
     paths: tuple[str, ...] = ()
     reindex: bool = False
 
-    def roots(self, settings: Settings) -> tuple[list[str], bool]:
-        """The roots to walk and whether they were named explicitly (explicit paths never prune).
+    def targets(self, settings: Settings) -> Targets:
+        """The roots and normalised URLs to index: those named, else knowledge.paths and knowledge.urls.
 
-        Validates the URLs too (see urls), so a refused one is a usage error before anything runs.
+        Raises UsageError for a refused URL or nothing to index, before anything runs.
         """
-        self.urls(settings)
-        if self.paths:
-            return [p for p in self.paths if not looks_like_url(p)], True
-        if not settings.paths and not settings.urls:
-            raise UsageError("nothing to index: pass PATHS or URLs, or list them under knowledge.paths or "
-                             "knowledge.urls in knowledge.yaml")
-        return list(settings.paths), False
-
-    def urls(self, settings: Settings) -> list[str]:
-        """The web pages to fetch, normalised: those named, else knowledge.urls; raise UsageError."""
         if not self.paths:
-            return normalize_urls(settings.urls)
+            if not settings.paths and not settings.urls:
+                raise UsageError("nothing to index: pass PATHS or URLs, or list them under knowledge.paths or "
+                                 "knowledge.urls in knowledge.yaml")
+            return Targets(list(settings.paths), False, normalize_urls(settings.urls))
         try:
-            return normalize_urls(p for p in self.paths if looks_like_url(p))
+            urls = normalize_urls(p for p in self.paths if looks_like_url(p))
         except ValueError as exc:
             raise UsageError(f"cannot index {exc}") from None
+        return Targets([p for p in self.paths if not looks_like_url(p)], True, urls)
 
 
 URL_BATCH = 4  # pages per ingest message: fetches wait on the network, so spread them over the workers
@@ -98,7 +102,7 @@ def stale_items(skipped: list[Skip], stored: dict[str, StoredStat]) -> list[dict
 
 
 def plan_and_enqueue(
-    settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, run_id: str,
+    settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, targets: Targets, run_id: str,
     probe: Probe | None = None,
 ) -> RunSummary:
     """Plan the vector tier, walk, record the files that need no reading, enqueue the rest.
@@ -107,8 +111,7 @@ def plan_and_enqueue(
     unreachable server or a mismatch fails here, before anything is written. Returns the initial
     summary.
     """
-    roots, explicit = request.roots(settings)
-    urls = request.urls(settings)
+    roots, explicit, urls = targets.roots, targets.explicit, targets.urls
     vector_plan = vectors.plan(settings, request.reindex, probe)
     info: dict[str, Any] = {"roots": roots, "explicit": explicit, "reindex": request.reindex, "started": time.time()}
     if urls:
@@ -154,7 +157,7 @@ def plan_and_enqueue(
     batches = [jobs[i:i + size] for i in range(0, len(jobs), size)]
     batches += [pages[i:i + URL_BATCH] for i in range(0, len(pages), URL_BATCH)]
     if vector_plan is not None:
-        ledger.expect_ingests(run_id, len(batches))
+        ledger.backlog.expect_ingests(run_id, len(batches))
     for jobs_batch in batches:
         batch = [job.to_wire() for job in jobs_batch]
         actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
@@ -190,13 +193,13 @@ class EmbeddedEngine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.lock = WriteLock(settings.store_dir)
-        self.ledger = InMemoryLedger()
+        self.ledger: Ledger = InMemoryLedger()
         self.broker: dramatiq.Broker | None = None
         self.workers: list[dramatiq.Worker] = []
         self.runtime: Runtime | None = None
         self.probe: Probe | None = None
 
-    def __enter__(self) -> EmbeddedEngine:
+    def __enter__(self) -> Self:
         self.lock.acquire("knowledge index (embedded)")
         try:
             emb = self.settings.embeddings
@@ -222,18 +225,20 @@ class EmbeddedEngine:
             raise
         return self
 
-    def run(self, request: RunRequest, progress: Progress | None = None) -> RunSummary:
-        """Index per request and wait for the run to finish."""
-        assert self.runtime is not None
+    def run(self, request: RunRequest, progress: Progress | None = None, targets: Targets | None = None) -> RunSummary:
+        """Index per request (its targets, when already resolved) and wait for the run to finish."""
+        if self.runtime is None:
+            raise UsageError("EmbeddedEngine.run outside its `with` block")
+        targets = targets if targets is not None else request.targets(self.settings)
         run_id = new_run_id()
         with tracer().start_as_current_span("index run", attributes={"knowledge.run_id": run_id,
                                                                      "knowledge.mode": "embedded"}):
             with tracer().start_as_current_span("walk"):
                 probe, self.probe = self.probe, None
-                plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, run_id, probe)
+                plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, targets, run_id, probe)
             return follow(self.ledger, run_id, progress)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         stoppers = [threading.Thread(target=worker.stop) for worker in self.workers]
         for stopper in stoppers:  # each stop waits out its threads' poll timeout: wait once, not twice
             stopper.start()

@@ -7,23 +7,27 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from config.errors import KnowledgeError
 from config.settings import Settings
+from pipeline.embeddings import EmbeddingsClient
 from pipeline.store import Store
+from pipeline.vectors import VectorPlan
 from workers.ledger import Ledger
+from workers.queues import Actors
 
 
 @dataclass
 class Runtime:
-    """What this process's actors need."""
+    """What this process's actors need, and what they cache per process."""
 
     settings: Settings
     ledger: Ledger
-    store: Store | None = None
-    actors: Any = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    store: Store | None
+    actors: Actors
+    vector_plans: dict[str, VectorPlan | None] = field(default_factory=dict)  # by run id
+    embeddings_client: EmbeddingsClient | None = None
+    prepared_runs: set[str] = field(default_factory=set)  # runs whose vector table the writer installed
 
     def writer_store(self) -> Store:
         """The store; only the writer process has one."""

@@ -18,7 +18,7 @@ from config.loader import settings_from_mapping
 from config.settings import Settings
 from pipeline import db
 from workers.broker import namespace
-from workers.redis_ledger import RedisLedger
+from workers.ledger.redis_ledger import RedisLedger
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"

@@ -16,7 +16,7 @@ import redis
 from pipeline.embeddings import RetryPolicy
 from tests.embedserver import EmbedServer
 from workers.ledger import InMemoryLedger
-from workers.redis_ledger import RedisLedger
+from workers.ledger.redis_ledger import RedisLedger
 
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379

@@ -12,7 +12,6 @@ import pytest
 
 import workers.actors
 import workers.backpressure
-import workers.embed
 from config.settings import Settings
 from tests.embedserver import EmbedServer
 from tests.workers.helpers import index
@@ -48,7 +47,7 @@ class Peaks:
                 recent = self.ledger.recent(1)
                 run_id = recent[0].run_id if recent else None
             else:
-                state = self.ledger.backlog_state(run_id, "")
+                state = self.ledger.backlog.backlog_state(run_id, "")
                 self.pending = max(self.pending, state.pending)
                 self.unwritten = max(self.unwritten, state.unwritten)
                 self.samples += 1
@@ -91,30 +90,25 @@ def test_ingest_waits_at_the_pending_limit_and_every_chunk_still_lands_in_full_b
     assert_every_chunk_has_its_own_vector(settings)
 
 
-def test_a_wake_lost_in_flight_is_sent_again_by_the_ticker(workdir: Path, server: EmbedServer, limited,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workers.backpressure, "TICK_S", 0.05)
-    monkeypatch.setattr(workers.backpressure, "TICKER_AFTER_S", 0.15)
-    monkeypatch.setattr(workers.backpressure, "STALE_S", 0.3)
+def test_a_message_that_finds_the_backlog_full_comes_back_later_and_runs_once(
+        workdir: Path, server: EmbedServer, limited, monkeypatch: pytest.MonkeyPatch) -> None:
     files = 64 * 6
     small_files(workdir, files)
+    deferred: list[str] = []
+    real_defer = workers.backpressure.defer
+
+    def recording_defer(runtime: Any, run_id: str, files_: list[list[Any]], force: bool) -> None:
+        deferred.append(str(files_[0][0]))
+        real_defer(runtime, run_id, files_, force)
+
+    monkeypatch.setattr(workers.backpressure, "defer", recording_defer)
     settings = limited(max_pending=64)
-    lost: list[Any] = []
     with EmbeddedEngine(settings) as engine:
-        real_unpark = engine.ledger.unpark
-
-        def unpark_then_die(run_id: str, count: int, now: float) -> list[list[Any]]:
-            taken = real_unpark(run_id, count, now)
-            if taken and len(lost) < 3:  # the waker took them and died before sending them
-                lost.extend(taken)
-                return []
-            return taken
-
-        engine.ledger.unpark = unpark_then_die  # type: ignore[method-assign]
         server.faults.slow = 0.05
         summary = engine.run(RunRequest())
-    assert len(lost) >= 3
+    assert deferred, "the backlog was full at least once"
     assert summary.state == "complete" and summary.counts["added"] == files and summary.counts["failed"] == 0
+    assert sum(len(r) for r in embed_requests(server)) == files  # a deferred message never read twice
     assert_every_chunk_has_its_own_vector(settings)
 
 
@@ -150,7 +144,7 @@ def test_a_lexical_run_never_consults_the_backlog(workdir: Path, make_settings,
         raise AssertionError("a lexical run must not be held back")
 
     monkeypatch.setattr(workers.backpressure, "admit", refuse)
-    monkeypatch.setattr(workers.backpressure, "wake", refuse)
+    monkeypatch.setattr(workers.backpressure, "defer", refuse)
     small_files(workdir, 100)
     summary = index(make_settings(paths=["docs"], batch_files=4))
     assert summary.state == "complete" and summary.counts["added"] == 100

@@ -105,7 +105,7 @@ def test_a_distributed_vector_run_holds_ingest_at_the_pending_limit(cluster: Clu
             recent = ledger.recent(1)
             run_id = recent[0].run_id if recent and recent[0].state == "running" else None
         else:
-            peak = max(peak, ledger.backlog_state(run_id, "").pending)
+            peak = max(peak, ledger.backlog.backlog_state(run_id, "").pending)
             samples += 1
         time.sleep(0.005)
     out, err = index.communicate(timeout=30)

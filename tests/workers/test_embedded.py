@@ -183,13 +183,14 @@ def test_an_unreadable_file_fails_without_failing_the_run(workdir: Path, make_se
 def test_a_second_index_run_while_one_holds_the_store_is_refused(workdir: Path, make_settings) -> None:
     write_tree(workdir, DOCS)
     settings = make_settings(paths=["docs"])
-    with WriteLock(settings.store_dir):
-        with pytest.raises(StoreBusy) as info:
-            index(settings)
+    with WriteLock(settings.store_dir), pytest.raises(StoreBusy) as info:
+        index(settings)
     assert info.value.exit_code == 75
 
 
 def test_the_ledger_records_each_outcome_once_so_redelivery_is_harmless(workdir: Path, make_settings) -> None:
+    from workers.actors import declare_actors
+    from workers.broker import build_stub_broker
     from workers.ingest import ingest_batch
     from workers.ledger import InMemoryLedger
     from workers.runtime import Runtime
@@ -199,7 +200,7 @@ def test_the_ledger_records_each_outcome_once_so_redelivery_is_harmless(workdir:
     settings = make_settings(paths=["docs"])
     store = Store(settings.db_path)
     ledger = InMemoryLedger()
-    runtime = Runtime(settings, ledger, store)
+    runtime = Runtime(settings, ledger, store, declare_actors(build_stub_broker()))  # never sends: lexical
     files = [[p, "docs", 1, 1, None] for p in sorted(DOCS)]
     ledger.start("r1", {})
     ledger.walked("r1", len(files), {"docs": sorted(DOCS)}, ["docs"])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
-from workers.redis_ledger import RedisLedger
+from workers.ledger.redis_ledger import RedisLedger
 
 
 def _walk(ledger: object, run_id: str = "r1", total: int = 3) -> None:
@@ -76,6 +78,32 @@ def test_recent_lists_runs_newest_first(ledger) -> None:
     assert [s.run_id for s in ledger.recent(2)] == ["r3", "r2"]
 
 
+def test_the_run_lock_admits_one_run_until_it_finishes(ledger) -> None:
+    assert ledger.run_lock.acquire("r1", 5_000) is None
+    assert ledger.run_lock.acquire("r2", 5_000) == "r1"
+    assert ledger.run_lock.refresh("r2") is False and ledger.run_lock.release("r2") is False
+    assert ledger.run_lock.refresh("r1", 60_000) is True and ledger.run_lock.holder() == "r1"
+    ledger.start("r1", {})
+    ledger.finish("r1", "complete", 0, 0, 0, None)
+    assert ledger.run_lock.holder() is None
+    assert ledger.run_lock.acquire("r2", 5_000) is None
+
+
+def test_presence_lists_announced_processes_until_they_withdraw(ledger) -> None:
+    ledger.presence.announce("worker", "host:1")
+    ledger.presence.announce("writer", "host:2")
+    assert ledger.presence.alive("worker") == ["host:1"] and ledger.presence.alive("writer") == ["host:2"]
+    ledger.presence.withdraw("worker", "host:1")
+    assert ledger.presence.alive("worker") == []
+
+
+def test_the_first_reply_to_a_request_stays(ledger) -> None:
+    assert ledger.replies.get("rm-1") is None
+    ledger.replies.put("rm-1", ["docs/a.md"])
+    ledger.replies.put("rm-1", [])
+    assert json.loads(ledger.replies.get("rm-1")) == ["docs/a.md"]
+
+
 def test_redis_keys_all_expire(redis_client: redis.Redis, redis_namespace: str) -> None:
     ledger = RedisLedger(redis_client, redis_namespace)
     _walk(ledger)
@@ -89,25 +117,25 @@ def test_redis_keys_all_expire(redis_client: redis.Redis, redis_namespace: str) 
 
 def test_the_run_lock_admits_one_run_and_names_it(redis_client: redis.Redis, redis_namespace: str) -> None:
     ledger = RedisLedger(redis_client, redis_namespace)
-    assert ledger.acquire_run_lock("r1", 5_000) is None
-    assert ledger.acquire_run_lock("r2", 5_000) == "r1"
-    assert ledger.refresh_run_lock("r2") is False and ledger.release_run_lock("r2") is False
-    assert ledger.refresh_run_lock("r1", 60_000) is True
-    assert 5_000 < redis_client.pttl(ledger.lock_key) <= 60_000
+    assert ledger.run_lock.acquire("r1", 5_000) is None
+    assert ledger.run_lock.acquire("r2", 5_000) == "r1"
+    assert ledger.run_lock.refresh("r2") is False and ledger.run_lock.release("r2") is False
+    assert ledger.run_lock.refresh("r1", 60_000) is True
+    assert 5_000 < redis_client.pttl(ledger.run_lock.key) <= 60_000
     ledger.start("r1", {})
     ledger.finish("r1", "complete", 0, 0, 0, None)
-    assert ledger.run_lock_holder() is None
-    assert ledger.acquire_run_lock("r2", 5_000) is None
+    assert ledger.run_lock.holder() is None
+    assert ledger.run_lock.acquire("r2", 5_000) is None
 
 
 def test_a_run_left_running_without_its_lock_is_abandoned_by_the_next(
     redis_client: redis.Redis, redis_namespace: str
 ) -> None:
     ledger = RedisLedger(redis_client, redis_namespace)
-    assert ledger.acquire_run_lock("r1", 5_000) is None
+    assert ledger.run_lock.acquire("r1", 5_000) is None
     _walk(ledger, "r1")
-    redis_client.delete(ledger.lock_key)  # the lock expired: its CLI and workers went away
-    assert ledger.acquire_run_lock("r2", 5_000) is None
+    redis_client.delete(ledger.run_lock.key)  # the lock expired: its CLI and workers went away
+    assert ledger.run_lock.acquire("r2", 5_000) is None
     old = ledger.summary("r1")
     assert old.state == "failed" and "r2" in (old.error or "")
     assert ledger.claim_finish("r1") is False, "an abandoned run never prunes"
