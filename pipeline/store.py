@@ -113,7 +113,7 @@ class Store:
                 "UPDATE documents SET size = ?, mtime_ns = ?, indexed_ns = ? WHERE path = ?",
                 (size, mtime_ns, ns, path),
             )
-        return cur.rowcount > 0
+        return bool(cur.rowcount > 0)
 
     def remove(self, paths: Iterable[str]) -> list[str]:
         """Delete the named documents (one transaction each); return the paths that existed.

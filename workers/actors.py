@@ -33,12 +33,12 @@ def declare_actors(broker: dramatiq.Broker) -> Actors:
         embed_batch(current(), run_id, index)
 
     return Actors(
-        ingest=dramatiq.actor(ingest, broker=broker, actor_name="ingest", queue_name=queues.INGEST,
-                              **queues.INGEST_OPTIONS),
-        write=dramatiq.actor(write, broker=broker, actor_name="write", queue_name=queues.WRITE,
-                             **queues.WRITE_OPTIONS),
-        finalize=dramatiq.actor(finalize, broker=broker, actor_name="finalize", queue_name=queues.WRITE,
-                                **queues.WRITE_OPTIONS),
-        embed=dramatiq.actor(embed, broker=broker, actor_name="embed", queue_name=queues.EMBED,
-                             **queues.EMBED_OPTIONS),
+        ingest=dramatiq.actor(broker=broker, actor_name="ingest", queue_name=queues.INGEST,
+                              **queues.INGEST_OPTIONS)(ingest),
+        write=dramatiq.actor(broker=broker, actor_name="write", queue_name=queues.WRITE,
+                             **queues.WRITE_OPTIONS)(write),
+        finalize=dramatiq.actor(broker=broker, actor_name="finalize", queue_name=queues.WRITE,
+                                **queues.WRITE_OPTIONS)(finalize),
+        embed=dramatiq.actor(broker=broker, actor_name="embed", queue_name=queues.EMBED,
+                             **queues.EMBED_OPTIONS)(embed),
     )

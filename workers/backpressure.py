@@ -16,7 +16,8 @@ nothing from ingest.
 - Waiting: a message that must wait sends itself again with a delay (DEFER_MS) and returns
   normally, so no worker thread blocks and nothing is kept aside: the broker holds the message
   like any other. It is not done: it does not count towards the run's completion or the embedding
-  tail flush. What it staged before a refusal at the append is overwritten when it comes back.
+  tail flush. A message refused at the append (another took the room while it read) has staged
+  nothing (its documents are staged only once their chunks are queued) and waits the same way.
 
 This replaced a parking lot (parked arguments in the ledger, woken by embed and write steps, a
 ticker re-sending lost wakes): bench/RESULTS.md compares the two.
@@ -24,6 +25,7 @@ ticker re-sending lost wakes): bench/RESULTS.md compares the two.
 
 from __future__ import annotations
 
+import random
 from enum import Enum
 from typing import Any
 
@@ -32,7 +34,7 @@ from pipeline.vectors import VectorPlan
 from workers.ledger import BacklogState
 from workers.runtime import Runtime
 
-DEFER_MS = 250  # a waiting ingest message comes back after this long
+DEFER_MS = 250  # a waiting ingest message comes back after about this long (0.5x to 1.5x)
 DEFAULT_LIMIT = 2048
 
 
@@ -69,5 +71,10 @@ def admit(runtime: Runtime, run_id: str, key: str, files: list[list[Any]], force
 
 
 def defer(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> None:
-    """Send an ingest message again after DEFER_MS: it finds out then whether there is room."""
-    runtime.actors.ingest.send_with_options(args=(run_id, files, force), delay=DEFER_MS)
+    """Send an ingest message again after about DEFER_MS: it finds out then whether there is room.
+
+    The delay is spread (jitter) so the messages waiting together do not all come back at once,
+    read their files and race for the same room.
+    """
+    delay = int(DEFER_MS * random.uniform(0.5, 1.5))  # noqa: S311 - spreading, not secrecy
+    runtime.actors.ingest.send_with_options(args=(run_id, files, force), delay=delay)

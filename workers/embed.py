@@ -1,8 +1,9 @@
 """The embed step of a vector run: route chunks to a backlog, embed full batches across documents.
 
 Ingest (route): a document whose every chunk keeps a stored vector goes to the writer with its
-batch; any other is staged under its own key and its chunks needing a vector are appended to the
-run's backlog in the ledger: append-only positions, an item freed once its batch is embedded.
+batch; for any other, its chunks needing a vector are appended to the run's backlog in the ledger
+(as EmbedWork: append-only positions, an item freed once its batch is embedded), then it is staged
+under its own key.
 Batch b is backlog positions [b*B, (b+1)*B): the ingest message that appended position (b+1)*B - 1
 sends it, so requests carry B inputs whatever the file sizes, and the ingest message that completes
 the last expected ingest flushes the tail. The append is refused while too many chunks are pending
@@ -71,11 +72,16 @@ def client_for(runtime: Runtime, plan: VectorPlan) -> EmbeddingsClient:
 
 def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: VectorPlan,
           limit: int | None = None) -> list[Item] | None:
-    """Stage the documents that need vectors, queue their chunks; return the rest of the payload.
+    """Queue the chunks of the documents that need vectors, then stage those documents; return the
+    rest of the payload.
 
-    None when the backlog refused the chunks (more than `limit` pending): the caller defers the message.
+    None when the backlog refused the chunks (more than `limit` pending): nothing was staged and
+    the caller defers the message. A document is staged after its chunks are queued, so a batch
+    may be embedded before its document is staged: the completeness check after staging sends
+    such a document to the writer (a write that found nothing staged was a no-op).
     """
     rest: list[Item] = []
+    waiting: dict[str, DocumentItem] = {}
     work: list[EmbedWork] = []
     expected: dict[str, int] = {}
     prefix = plan.identity.document_prefix
@@ -91,15 +97,19 @@ def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: Vect
                 rest.append(item)
                 continue
             dkey = doc_key(doc.path)
-            runtime.ledger.stage(run_id, dkey, [replace(item, embed=True).to_wire()])
+            waiting[dkey] = replace(item, embed=True)
             expected[dkey] = len(todo)
             work += [EmbedWork(dkey, doc.path, c.ordinal, document_text(c.body, c.heading_path, prefix))
                      for c in todo]
     backlog = runtime.ledger.backlog
-    if expected:
-        backlog.expect_vectors(run_id, expected)
     if backlog.queue_embeds(run_id, key, [w.to_wire() for w in work], limit) is None:
         return None
+    if expected:
+        backlog.expect_vectors(run_id, expected)
+        for dkey, item in waiting.items():
+            runtime.ledger.stage(run_id, dkey, [item.to_wire()])
+        for dkey in backlog.put_vectors(run_id, [], list(expected)):
+            runtime.actors.write.send(run_id, dkey)
     return rest
 
 

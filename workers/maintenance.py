@@ -69,8 +69,8 @@ def declare_remove_actor(broker: dramatiq.Broker) -> dramatiq.Actor[[str, list[s
         removed = runtime.writer_store().remove(paths)
         runtime.ledger.replies.put(request_id, removed)
 
-    return dramatiq.actor(remove, broker=broker, actor_name=REMOVE_ACTOR, queue_name=queues.WRITE,
-                          **queues.WRITE_OPTIONS)
+    return dramatiq.actor(broker=broker, actor_name=REMOVE_ACTOR, queue_name=queues.WRITE,
+                          **queues.WRITE_OPTIONS)(remove)
 
 
 def remove_via_writer(settings: Settings, paths: list[str], wait_s: float = REMOVE_WAIT_S) -> list[str]:

@@ -85,7 +85,7 @@ def test_ingest_waits_at_the_pending_limit_and_every_chunk_still_lands_in_full_b
     assert LIMIT // 2 < peaks.pending <= LIMIT + BATCH_FILES  # pressed against the limit, never past it
     assert peaks.unwritten <= 2 * LIMIT + BATCH_FILES
     sizes = [len(r) for r in embed_requests(server)]
-    assert sum(sizes) == files  # every chunk sent once: a parked message never ran twice
+    assert sum(sizes) == files  # every chunk sent once: a deferred message never ran twice
     assert sizes.count(64) / len(sizes) >= 0.95 and sorted(sizes)[0] == 9  # one tail flush, after the last ingest
     assert_every_chunk_has_its_own_vector(settings)
 
@@ -112,7 +112,7 @@ def test_a_message_that_finds_the_backlog_full_comes_back_later_and_runs_once(
     assert_every_chunk_has_its_own_vector(settings)
 
 
-def test_messages_redelivered_around_parking_still_converge(workdir: Path, server: EmbedServer, limited,
+def test_messages_redelivered_around_deferral_still_converge(workdir: Path, server: EmbedServer, limited,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     files = 300
     small_files(workdir, files)
@@ -122,7 +122,7 @@ def test_messages_redelivered_around_parking_still_converge(workdir: Path, serve
     def ingest_then_die(runtime: Any, run_id: str, files_: list[Any], force: bool) -> str | None:
         key = real_ingest(runtime, run_id, files_, force)
         marker = (tuple(f[0] for f in files_), key is None)
-        if marker not in crashed:  # done (or parked), not acknowledged: the broker redelivers it
+        if marker not in crashed:  # done (or deferred), not acknowledged: the broker redelivers it
             crashed.add(marker)
             raise RuntimeError("worker lost after ingesting")
         return key
@@ -133,7 +133,7 @@ def test_messages_redelivered_around_parking_still_converge(workdir: Path, serve
         server.faults.slow = 0.05
         summary = engine.run(RunRequest())
     assert summary.state == "complete" and summary.counts["added"] == files and summary.counts["failed"] == 0
-    assert any(parked for _, parked in crashed)  # some message crashed right after parking
+    assert any(deferred for _, deferred in crashed)  # some message crashed right after deferring itself
     assert sum(len(r) for r in embed_requests(server)) >= files
     assert_every_chunk_has_its_own_vector(settings)
 

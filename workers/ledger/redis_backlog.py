@@ -101,7 +101,8 @@ class RedisBacklog:
             return
         key = self._key(run_id, "emb:expected")
         pipe = self.client.pipeline()
-        pipe.hset(key, mapping=dict(counts))
+        for doc_key, count in counts.items():
+            pipe.hset(key, doc_key, count)
         pipe.expire(key, self.ttl)
         pipe.execute()
 
@@ -127,7 +128,7 @@ class RedisBacklog:
     def vectors(self, run_id: str, doc_key: str) -> dict[int, bytes]:
         """The vectors embedded for a document, by ordinal."""
         rows = self.client.hgetall(self._key(run_id, f"emb:vec:{doc_key}"))
-        return {int(k): bytes(v) for k, v in rows.items()}
+        return {int(k): v if isinstance(v, bytes) else v.encode() for k, v in rows.items()}
 
     def drop_vectors(self, run_id: str, doc_key: str) -> None:
         """Settle a written (or failed) document: forget its vectors; later puts for it are ignored."""
