@@ -76,5 +76,5 @@ def defer(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) ->
     The delay is spread (jitter) so the messages waiting together do not all come back at once,
     read their files and race for the same room.
     """
-    delay = int(DEFER_MS * random.uniform(0.5, 1.5))  # noqa: S311 - spreading, not secrecy
+    delay = int(DEFER_MS * random.uniform(0.5, 1.5))  # spreading, not secrecy
     runtime.actors.ingest.send_with_options(args=(run_id, files, force), delay=delay)
