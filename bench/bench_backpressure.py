@@ -27,14 +27,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-import redis
-from corpus import generate
+import redis  # noqa: E402
+from corpus import generate  # noqa: E402
 
-from config.loader import settings_from_mapping
-from config.observability import configure_logging
-from tests.embedserver import EmbedServer
-from workers.ledger.redis_ledger import RedisLedger
-from workers.run import EmbeddedEngine, RunRequest
+from config.loader import settings_from_mapping  # noqa: E402
+from config.observability import configure_logging  # noqa: E402
+from tests.embedserver import EmbedServer  # noqa: E402
+from workers.ledger.redis_ledger import RedisLedger  # noqa: E402
+from workers.run import EmbeddedEngine, RunRequest  # noqa: E402
 
 UNLIMITED = 10**9
 

@@ -194,7 +194,7 @@ def _close_quietly(broker: RedisBroker) -> None:
     try:
         broker.close()
         broker.client.close()
-    except Exception:  # noqa: BLE001, S110 - closing is best effort
+    except Exception:  # noqa: BLE001 - closing is best effort
         pass
 
 

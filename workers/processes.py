@@ -8,6 +8,7 @@ behind `knowledge worker --processes N` runs N single-process workers and restar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -88,10 +89,8 @@ class Heartbeat(threading.Thread):
     def stop(self) -> None:
         """Stop beating and withdraw the announcement."""
         self.stopping.set()
-        try:
+        with contextlib.suppress(redis.RedisError):
             self.presence.withdraw(self.role, self.member)
-        except redis.RedisError:
-            pass
 
 
 def _stop_event() -> threading.Event:

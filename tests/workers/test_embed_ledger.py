@@ -16,7 +16,8 @@ def test_queued_items_get_consecutive_positions_once_per_ingest_key(ledger) -> N
     assert ledger.backlog.queue_embeds("r1", "b-1", items("d1", 0, 1, 2)) == [0, 1, 2]  # a redelivery appends nothing
     assert ledger.backlog.queue_embeds("r1", "b-1", []) == [0, 1, 2]
     assert ledger.backlog.queue_embeds("r1", "b-3", []) == []
-    assert ledger.backlog.embed_items("r1", 2, 5) == [["d1", "docs/d1.md", 2, "text d1 2"], *items("d2", 0), *items("d3", 4)]
+    assert ledger.backlog.embed_items("r1", 2, 5) == [["d1", "docs/d1.md", 2, "text d1 2"], *items("d2", 0),
+                                                      *items("d3", 4)]
     assert ledger.backlog.embed_items("r1", 4, 9) == items("d3", 4) and ledger.backlog.embed_items("r1", 5, 9) == []
 
 
