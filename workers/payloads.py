@@ -10,6 +10,7 @@ that the writer attaches unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -106,7 +107,7 @@ def item_from_wire(wire: Wire) -> Item:
     return _KINDS[wire["outcome"]].from_wire(wire)
 
 
-def to_wire(items: list[Item]) -> list[Wire]:
+def to_wire(items: Sequence[Item]) -> list[Wire]:
     """A payload's staged form."""
     return [item.to_wire() for item in items]
 

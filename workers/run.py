@@ -28,10 +28,11 @@ from pipeline.models import FileJob, Skip
 from pipeline.store import Store, stored_stats
 from pipeline.walker import Found, unindexable, walk_root
 from pipeline.web import url_jobs
-from workers import queues
+from workers import payloads, queues
 from workers.actors import declare_actors
 from workers.broker import build_stub_broker
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
+from workers.payloads import Skipped
 from workers.queues import Actors
 from workers.runtime import Runtime, install, uninstall
 
@@ -93,12 +94,11 @@ def read_stored(settings: Settings) -> dict[str, StoredStat]:
 STALE_KEY = "stale"
 
 
-def stale_items(skipped: list[Skip], stored: dict[str, StoredStat]) -> list[dict[str, Any]]:
+def stale_items(skipped: list[Skip], stored: dict[str, StoredStat]) -> list[Skipped]:
     """Writer payload items for indexed documents the walk now finds unindexable (too large, a
     symlink, not a regular file): they leave the index. Any other skip (a dot file indexed by name,
     a transient `cannot stat`) leaves them in place."""
-    return [{"path": s.path, "outcome": "skipped", "reason": s.reason} for s in skipped
-            if s.path in stored and unindexable(s.reason)]
+    return [Skipped(s.path, s.reason) for s in skipped if s.path in stored and unindexable(s.reason)]
 
 
 def plan_and_enqueue(
@@ -124,11 +124,11 @@ def plan_and_enqueue(
     seen: dict[str, list[str]] = {}
     prunable: list[str] = []
     walk_failures: list[tuple[str, str, str | None]] = []
-    stale: dict[str, dict[str, Any]] = {}
+    stale: dict[str, Skipped] = {}
     for root in roots:
         result = walk_root(root, settings.store_dir)
         ledger.skip(run_id, [(s.path, s.reason) for s in result.skipped])
-        stale.update((item["path"], item) for item in stale_items(result.skipped, stored))
+        stale.update((item.path, item) for item in stale_items(result.skipped, stored))
         walk_failures += [(e.path, "failed", e.reason) for e in result.errors]
         for found in result.files:
             files.setdefault(found.path, found)
@@ -151,7 +151,7 @@ def plan_and_enqueue(
     ledger.record(run_id, walk_failures + [(f.path, "unchanged", None) for f in unchanged])
     ledger.walked(run_id, len(files) + len(walk_failures) + len(pages) + len(stale), seen, prunable)
     if stale:  # the writer removes them like any file the ingest step skipped
-        ledger.stage(run_id, STALE_KEY, list(stale.values()))
+        ledger.stage(run_id, STALE_KEY, payloads.to_wire(list(stale.values())))
         actors.write.send(run_id, STALE_KEY)
     size = settings.batch_files
     batches = [jobs[i:i + size] for i in range(0, len(jobs), size)]
