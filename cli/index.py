@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -10,6 +11,7 @@ import click
 
 from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_FAILURE, UsageError
+from config.settings import Settings
 from query.terminal import clean
 
 if TYPE_CHECKING:  # workers/ and rich are imported only when a run starts or a bar is drawn
@@ -136,17 +138,50 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
 
 @cli.command("rm")
 @click.argument("paths", nargs=-1, required=True)
+@click.option("--prefix", is_flag=True, help="Treat every PATH as a directory: remove everything indexed under it.")
 @pass_context
-def rm_command(obj: Context, paths: tuple[str, ...]) -> None:
-    """Remove documents from the index by their stored path (as `sources` lists them)."""
+def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool) -> None:
+    """Remove documents by path (as `sources` lists it, or as a path from here); a directory removes its subtree."""
     from workers.maintenance import remove_documents
 
     settings = prologue(obj, False)
-    removed = remove_documents(settings, list(paths))
-    for path in paths:
-        click.echo(f"{'removed' if path in removed else 'not indexed'}: {clean(path)}")
-    if len(removed) != len(set(paths)):
+    targets = rm_targets(settings, paths, prefix)
+    wanted = [p for stored, _ in targets.values() for p in stored]
+    removed = set(remove_documents(settings, wanted)) if wanted else set()
+    missed = False
+    for given, (stored, subtree) in targets.items():
+        gone = [p for p in stored if p in removed]
+        missed = missed or not gone
+        if subtree:
+            click.echo(f"removed {len(gone)} document{'' if len(gone) == 1 else 's'} under {clean(given)}")
+        else:
+            click.echo(f"{'removed' if gone else 'not indexed'}: {clean(stored[0] if stored else given)}")
+    if missed:
         sys.exit(EXIT_FAILURE)
+
+
+def rm_targets(settings: Settings, paths: tuple[str, ...], prefix: bool) -> dict[str, tuple[list[str], bool]]:
+    """Each argument with the stored paths it names and whether it named a subtree: a document as stored,
+    or as spelled from here; else (or with --prefix) a directory, every document under it."""
+    from pipeline.paths import PathBase
+    from query.reader import open_reader
+
+    reader = open_reader(settings)
+    if reader is None:
+        return {p: ([], prefix) for p in paths}
+    base = PathBase.at(settings.path_base)
+    out: dict[str, tuple[list[str], bool]] = {}
+    with reader:
+        for given in paths:
+            spelled = given if "://" in given else base.canonical(given)
+            if not prefix:
+                exact = reader.stored_paths([given, spelled])
+                if exact or "://" in given:
+                    out[given] = ([given if given in exact else spelled] if exact else [], False)
+                    continue
+            below = reader.paths_under(spelled) or reader.paths_under(given.rstrip("/") or "/")
+            out[given] = (below, bool(prefix or below or os.path.isdir(given)))
+    return out
 
 
 @cli.command("reset")

@@ -63,7 +63,8 @@ def load_settings(
         named = "--store-dir" if store_dir else f"${ENV_STORE_DIR}"
         if Path(base).exists() and not Path(base).is_dir():
             raise ConfigError(f"{named} {base} is not a directory; name the directory stores are kept under")
-    values["store_base"] = Path(base).resolve() if base else Path.cwd()
+    # A relative store directory lives beside the config file that names it, else in the working directory.
+    values["store_base"] = Path(base).resolve() if base else (path.parent.resolve() if path else Path.cwd())
     values["config_path"] = path
     settings = _normalise(Settings(**values))
     _check_semantics(settings, path)

@@ -89,10 +89,21 @@ class Settings:
 
     name: str = field(default="default", metadata=_help("Index name; the store is knowledge/<name>."))
     paths: tuple[str, ...] = field(default=(), metadata=_help("Roots `knowledge index` walks."))
+    include: tuple[str, ...] = field(
+        default=(), metadata=_help("Globs a walked file must match to be indexed (empty: every eligible file).")
+    )
+    exclude: tuple[str, ...] = field(default=(), metadata=_help("Globs of files and directories the walk skips."))
     urls: tuple[str, ...] = field(
         default=(), metadata=_help("Web pages (http/https) `knowledge index` fetches, converts and indexes.")
     )
-    directory: str = field(default="", metadata=_help("Store directory; absolute is used as is."))
+    directory: str = field(
+        default="", metadata=_help("Store directory; absolute is used as is, relative is under the store base.")
+    )
+    root_directory: str = field(
+        default="",
+        metadata=_help("Base of stored paths: files under it are stored relative to it, others absolute "
+                       "(default: the config file's directory, else the working directory)."),
+    )
     top_k: int = field(default=5, metadata=_help(f"Results returned by search (at most {MAX_TOP_K})."))
     max_injected_tokens: int = field(
         default=6000, metadata=_help("Tool text budget in tokens (x4 characters).")
@@ -109,6 +120,18 @@ class Settings:
     expose: ExposeSettings = field(default_factory=ExposeSettings, metadata=_help("Serving."))
     store_base: Path = field(default_factory=Path.cwd, metadata=_help("Base of relative store dirs."))
     config_path: Path | None = field(default=None, metadata=_help("The file these came from."))
+
+    @property
+    def config_dir(self) -> Path:
+        """Where relative paths written in the config resolve: its file's directory, else the working one."""
+        return (self.config_path.parent if self.config_path else Path.cwd()).resolve()
+
+    @property
+    def path_base(self) -> Path:
+        """The directory stored paths are relative to (knowledge.root_directory, else config_dir)."""
+        if not self.root_directory:
+            return self.config_dir
+        return (self.config_dir / Path(self.root_directory).expanduser()).resolve()
 
     @property
     def store_dir(self) -> Path:

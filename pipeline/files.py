@@ -125,7 +125,7 @@ def ingest_file(job: FileJob, force: bool = False) -> Document | str:
     Returns the Document, or the string "unchanged" when the content hash equals the stored one
     (and force is off). Raises FileSkipped (not indexable) or PipelineError (read failure).
     """
-    data, st = read_bytes(job.path, job.root)
+    data, st = read_bytes(job.on_disk(job.path), job.on_disk(job.root))
     digest = sha256_hex(data)
     if not force and job.stored_sha256 == digest:
         return "unchanged"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,22 +20,33 @@ class Chunk:
 
 @dataclass(frozen=True)
 class FileJob:
-    """A file the walker found changed (or unknown), with what the store knew of it."""
+    """A file the walker found changed (or unknown), with what the store knew of it.
+
+    path and root are stored spellings (pipeline/paths.py): relative ones are under base, the
+    absolute directory the reader resolves them against (any worker, whatever its working directory).
+    """
 
     path: str
     root: str
     size: int
     mtime_ns: int
     stored_sha256: str | None = None
+    base: str = ""
 
     def to_wire(self) -> list[Any]:
         """Compact form for a queue message."""
-        return [self.path, self.root, self.size, self.mtime_ns, self.stored_sha256]
+        return [self.path, self.root, self.size, self.mtime_ns, self.stored_sha256, self.base]
 
     @classmethod
     def from_wire(cls, data: list[Any]) -> FileJob:
         """Inverse of to_wire."""
-        return cls(data[0], data[1], int(data[2]), int(data[3]), data[4])
+        return cls(data[0], data[1], int(data[2]), int(data[3]), data[4], data[5] if len(data) > 5 else "")
+
+    def on_disk(self, stored: str) -> str:
+        """The filesystem path of one of this job's stored spellings (path or root)."""
+        if not self.base or os.path.isabs(stored):
+            return stored
+        return self.base if stored == "." else os.path.join(self.base, stored)
 
 
 @dataclass

@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline.db import Connection
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Format 1 stored paths as walked (relative to the working directory of the run); the writer of a
+# run migrates it to format 2's one spelling per file (pipeline/paths.py, Store._migrate_paths).
+PATHS_AS_WALKED = 1
 
 TABLES = ("meta", "documents", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk", "chunks_vocab")
 CONTENT_TABLES = ("meta", "documents", "chunks")  # the truth: everything else is derived from them
@@ -224,6 +227,12 @@ def _statements() -> list[str]:
     return parts
 
 
+def format_version(conn: Connection) -> int | None:
+    """The store's format version, None when it has none."""
+    value = meta_value(conn, FORMAT_VERSION_KEY) if exists(conn, "meta") else None
+    return int(value) if value is not None and value.isdigit() else None
+
+
 def check(conn: Connection, db_path: object) -> None:
     """Refuse a store of another format version or shape, naming the way forward."""
     names = table_names(conn)
@@ -247,6 +256,11 @@ def check(conn: Connection, db_path: object) -> None:
     if version > FORMAT_VERSION:
         raise StoreFormatError(
             f"{db_path} has format {version}, newer than this knowledge ({FORMAT_VERSION}); upgrade knowledge"
+        )
+    if version == PATHS_AS_WALKED:
+        raise StoreFormatError(
+            f"{db_path} has format {version}, which stored paths as walked; run `knowledge index` once to "
+            "migrate it to one stored path per file (nothing is re-read)"
         )
     if version < FORMAT_VERSION:
         raise StoreFormatError(

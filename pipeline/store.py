@@ -19,6 +19,7 @@ from config.errors import StoreError
 from pipeline import db, integrity, schema
 from pipeline.fingerprint import StoredStat
 from pipeline.models import Document
+from pipeline.paths import PathBase, under
 
 if TYPE_CHECKING:
     from pipeline.vectors import VectorWriter
@@ -42,17 +43,45 @@ def stored_stats(conn: db.Connection) -> dict[str, StoredStat]:
 class Store:
     """The writer's handle on knowledge.db: one connection, schema ensured on open."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, base: PathBase | None = None) -> None:
         self.db_path = db_path
         self.conn = db.open_writer(db_path)
         if not schema.table_names(self.conn):
             schema.create(self.conn)
+        if base is not None and schema.format_version(self.conn) == schema.PATHS_AS_WALKED:
+            self._migrate_paths(base)
         schema.check(self.conn, db_path)
         integrity.preflight(self.conn, db_path)
         # With embeddings: an object with stored(conn, doc_id) -> {text_hash: vector}, called before a
         # document's old chunks are deleted, and write(conn, doc_id, doc, stored), called after its new
         # chunks are inserted; both run inside the document's transaction (see pipeline.vectors).
         self.vector_hook: VectorWriter | None = None
+
+    def _migrate_paths(self, base: PathBase) -> None:
+        """Format 1 stored paths as walked; restate them in the one spelling of pipeline/paths.py.
+
+        A relative path is taken as relative to the base (the usual working directory); an absolute
+        one under the base becomes relative. Where two rows now name one file, the one indexed
+        last is kept. Web pages keep their URL. Paths are unique, so changed rows pass through a
+        placeholder first.
+        """
+        with self.transaction() as conn:
+            rows = conn.execute("SELECT id, path, root FROM documents WHERE source = 'file'"
+                                " ORDER BY indexed_at DESC, id DESC").fetchall()
+            final: dict[int, tuple[str, str]] = {}
+            taken: set[str] = set()
+            for doc_id, path, root in rows:
+                new_path = base.canonical(path, base.directory)
+                if new_path in taken:
+                    conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+                    continue
+                taken.add(new_path)
+                final[doc_id] = (new_path, base.canonical(root, base.directory))
+                if final[doc_id] != (path, root):
+                    conn.execute("UPDATE documents SET path = ? WHERE id = ?", (f"\x00{doc_id}", doc_id))
+            for doc_id, (path, root) in final.items():
+                conn.execute("UPDATE documents SET path = ?, root = ? WHERE id = ?", (path, root, doc_id))
+            schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.FORMAT_VERSION)})
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
@@ -155,9 +184,13 @@ class Store:
         return True
 
     def prune(self, root: str, seen: set[str]) -> list[str]:
-        """Delete the documents of root that the (complete) walk did not see."""
-        rows = self.conn.execute("SELECT path FROM documents WHERE root = ?", (root,)).fetchall()
-        return self.remove(sorted(path for (path,) in rows if path not in seen))
+        """Delete the files stored under root (a directory, stored spelling) that its complete walk did not see."""
+        return self.remove(sorted(p for p in self.under(root) if p not in seen))
+
+    def under(self, directory: str) -> list[str]:
+        """The stored paths of the files at or beneath a directory (stored spelling); web pages never."""
+        rows = self.conn.execute("SELECT path FROM documents WHERE source = 'file'").fetchall()
+        return sorted(path for (path,) in rows if under(path, directory))
 
     def document_count(self) -> int:
         """Number of documents stored."""

@@ -13,6 +13,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.globs import Globs
 from pipeline.models import Skip
 
 EXTENSIONS = frozenset({".md", ".markdown", ".txt", ".text"})
@@ -42,6 +43,7 @@ class WalkResult:
     files: list[Found] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
     errors: list[Skip] = field(default_factory=list)
+    directory: bool = False  # the root was a directory walked as a tree (not a single file)
 
     @property
     def complete(self) -> bool:
@@ -92,8 +94,12 @@ def _identity(directory: Path | None) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def walk_root(root: str, store_dir: Path | None = None) -> WalkResult:
-    """Walk one root (a directory or a single file), depth first in sorted order."""
+def walk_root(root: str, store_dir: Path | None = None, globs: Globs | None = None) -> WalkResult:
+    """Walk one root (a directory or a single file), depth first in sorted order.
+
+    globs (knowledge.include/exclude) judge the files and directories under a directory root; a
+    file named as the root is indexed whatever they say.
+    """
     result = WalkResult(root=root)
     if not valid_name(root):
         result.errors.append(Skip(_display(root), BAD_NAME))
@@ -115,7 +121,8 @@ def walk_root(root: str, store_dir: Path | None = None) -> WalkResult:
         return result
     base = os.path.normpath(root)
     result.root = _display(base)
-    _walk_tree(base, st, store_id, result)
+    result.directory = True
+    _walk_tree(base, st, store_id, result, globs or Globs())
     return result
 
 
@@ -140,7 +147,8 @@ def _list_dir(directory: str, expected: os.stat_result) -> list[tuple[str, os.st
     return listed
 
 
-def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] | None, result: WalkResult) -> None:
+def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] | None, result: WalkResult,
+               globs: Globs) -> None:
     # A stack of sorted, not yet visited entries per open level: the same depth-first order as
     # recursion, without its depth limit.
     stack: list[tuple[str, list[tuple[str, os.stat_result | OSError]]]] = []
@@ -163,13 +171,18 @@ def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] |
             stack.pop()
             continue
         name, st = entries.pop()
-        child = _visit(directory, name, st, store_id, result)
+        child = _visit(directory, name, st, store_id, result, globs)
         if child is not None:
             pending.append(child)
 
 
+def _relative(path: str, root: str) -> str:
+    """path relative to the walked root (forward slashes), as globs see it."""
+    return path if root in ("", ".") else path[len(root.rstrip("/")) + 1:]
+
+
 def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tuple[int, int] | None,
-           result: WalkResult) -> tuple[str, os.stat_result] | None:
+           result: WalkResult, globs: Globs) -> tuple[str, os.stat_result] | None:
     """Judge one entry; return it when it is a directory to descend into."""
     path = _join(directory, name)
     if isinstance(st, OSError):
@@ -182,7 +195,12 @@ def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tu
     if stat.S_ISLNK(st.st_mode):
         result.skipped.append(Skip(_display(path), "symlink refused"))
         return None
-    if stat.S_ISDIR(st.st_mode):
+    is_dir = stat.S_ISDIR(st.st_mode)
+    glob = globs.excluded_by(_relative(path, result.root), is_dir) if globs.exclude else None
+    if glob is not None:
+        result.skipped.append(Skip(_display(path) + ("/" if is_dir else ""), f"excluded by {glob}"))
+        return None
+    if is_dir:
         if name.startswith("."):
             result.skipped.append(Skip(_display(path) + "/", "dot directory"))
         elif name in EXCLUDED_DIRS:
@@ -193,6 +211,8 @@ def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tu
             return path, st
         return None
     if stat.S_ISREG(st.st_mode):
+        if not globs.included(_relative(path, result.root)):
+            return None  # like a file of another type: not what this tree indexes
         found = _consider(path, result.root, st, result, explicit=False)
         if found is not None:
             result.files.append(found)

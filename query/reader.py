@@ -17,6 +17,7 @@ from config.errors import IndexNotBuilt
 from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
+from pipeline.paths import under
 
 STATUS_NOT_BUILT = "index_not_built"
 
@@ -130,6 +131,20 @@ class Reader:
             (path,),
         ).fetchall()
         return [Hit(*row) for row in rows]
+
+    def stored_paths(self, candidates: list[str]) -> set[str]:
+        """Those of candidates that are stored document paths."""
+        found: set[str] = set()
+        for start in range(0, len(candidates), 500):
+            part = candidates[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found |= {str(r[0]) for r in self.conn.execute(f"SELECT path FROM documents WHERE path IN ({marks})", part)}
+        return found
+
+    def paths_under(self, directory: str) -> list[str]:
+        """The stored file paths at or beneath a directory (stored spelling), sorted."""
+        rows = self.conn.execute("SELECT path FROM documents WHERE source = 'file' ORDER BY path").fetchall()
+        return [str(path) for (path,) in rows if under(str(path), directory)]
 
     def sources(self) -> list[dict[str, Any]]:
         """Every document with its chunk count and time of indexing, by path."""

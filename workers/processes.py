@@ -30,6 +30,7 @@ from config.observability import (
 )
 from config.settings import Settings
 from pipeline.lock import WriteLock
+from pipeline.paths import PathBase
 from pipeline.store import Store
 from workers import queues
 from workers.actors import declare_actors
@@ -155,7 +156,7 @@ def run_writer(settings: Settings) -> int:
     lock.acquire("knowledge writer")
     store: Store | None = None
     try:
-        store = Store(settings.db_path)
+        store = Store(settings.db_path, PathBase.at(settings.path_base))
         return _serve(settings, "writer", queues.WRITER_QUEUES, 1, store)
     finally:
         if store is not None:

@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Self
 
 import dramatiq
@@ -23,8 +23,10 @@ from config.urls import looks_like_url, normalize_urls
 from pipeline import db, schema, vectors
 from pipeline.embeddings import Probe
 from pipeline.fingerprint import StoredStat, classify
+from pipeline.globs import Globs
 from pipeline.lock import WriteLock
 from pipeline.models import FileJob, Skip
+from pipeline.paths import PathBase
 from pipeline.store import Store, stored_stats
 from pipeline.walker import Found, unindexable, walk_root
 from pipeline.web import url_jobs
@@ -39,7 +41,7 @@ from workers.runtime import Runtime, install, uninstall
 
 @dataclass(frozen=True)
 class Targets:
-    """What a run indexes: the roots to walk (explicit ones never prune) and the web pages to fetch."""
+    """What a run indexes: the roots to walk, absolute (explicit ones: named on the command line), and the pages."""
 
     roots: list[str]
     explicit: bool
@@ -54,20 +56,24 @@ class RunRequest:
     reindex: bool = False
 
     def targets(self, settings: Settings) -> Targets:
-        """The roots and normalised URLs to index: those named, else knowledge.paths and knowledge.urls.
+        """The roots (absolute: command-line paths from the working directory, configured ones from the
+        config file's) and normalised URLs to index: those named, else knowledge.paths and knowledge.urls.
 
         Raises UsageError for a refused URL or nothing to index, before anything runs.
         """
+        base = PathBase.at(settings.path_base)
         if not self.paths:
             if not settings.paths and not settings.urls:
                 raise UsageError("nothing to index: pass PATHS or URLs, or list them under knowledge.paths or "
                                  "knowledge.urls in knowledge.yaml")
-            return Targets(list(settings.paths), False, normalize_urls(settings.urls))
+            roots = [base.locate(p, settings.config_dir) for p in settings.paths]
+            return Targets(list(dict.fromkeys(roots)), False, normalize_urls(settings.urls))
         try:
             urls = normalize_urls(p for p in self.paths if looks_like_url(p))
         except ValueError as exc:
             raise UsageError(f"cannot index {exc}") from None
-        return Targets([p for p in self.paths if not looks_like_url(p)], True, urls)
+        roots = [base.locate(p) for p in self.paths if not looks_like_url(p)]
+        return Targets(list(dict.fromkeys(roots)), True, urls)
 
 
 URL_BATCH = 4  # pages per ingest message: fetches wait on the network, so spread them over the workers
@@ -111,9 +117,12 @@ def plan_and_enqueue(
     unreachable server or a mismatch fails here, before anything is written. Returns the initial
     summary.
     """
-    roots, explicit, urls = targets.roots, targets.explicit, targets.urls
+    roots, urls = targets.roots, targets.urls
+    base = PathBase.at(settings.path_base)
+    globs = Globs.of(settings.include, settings.exclude)
     vector_plan = vectors.plan(settings, request.reindex, probe)
-    info: dict[str, Any] = {"roots": roots, "explicit": explicit, "reindex": request.reindex, "started": time.time()}
+    info: dict[str, Any] = {"roots": [base.stored(r) for r in roots], "explicit": targets.explicit,
+                            "reindex": request.reindex, "started": time.time(), "base": base.directory}
     if urls:
         info["urls"] = urls
     if vector_plan is not None:
@@ -126,26 +135,28 @@ def plan_and_enqueue(
     walk_failures: list[tuple[str, str, str | None]] = []
     stale: dict[str, Skipped] = {}
     for root in roots:
-        result = walk_root(root, settings.store_dir)
+        result = base.restate(walk_root(root, settings.store_dir, globs))
         ledger.skip(run_id, [(s.path, s.reason) for s in result.skipped])
         stale.update((item.path, item) for item in stale_items(result.skipped, stored))
         walk_failures += [(e.path, "failed", e.reason) for e in result.errors]
         for found in result.files:
             files.setdefault(found.path, found)
         seen[result.root] = [f.path for f in result.files]
-        if result.complete and result.files and not explicit:
+        # A directory walked completely reconciles what lies under it (a file named alone never
+        # prunes; neither does a walk that found nothing, which may be a mount that is not there).
+        if result.complete and result.files and result.directory:
             prunable.append(result.root)
     for path in files:  # another root walked it as a file: it has its outcome there
         stale.pop(path, None)
     jobs, unchanged = classify(list(files.values()), stored, request.reindex)
+    jobs = [replace(job, base=base.directory) for job in jobs]
     if vector_plan is not None and vector_plan.backfill:
         # Unchanged files with a chunk lacking a vector (embeddings newly on, a lexical run in
         # between, a model change) are re-read; their unchanged chunks keep any stored vector.
         lacking = [f for f in unchanged if f.path in vector_plan.backfill]
         unchanged = [f for f in unchanged if f.path not in vector_plan.backfill]
-        jobs = [FileJob(j.path, j.root, j.size, j.mtime_ns, None) if j.path in vector_plan.backfill else j
-                for j in jobs]
-        jobs += [FileJob(f.path, f.root, f.size, f.mtime_ns, None) for f in lacking]
+        jobs = [replace(j, stored_sha256=None) if j.path in vector_plan.backfill else j for j in jobs]
+        jobs += [FileJob(f.path, f.root, f.size, f.mtime_ns, None, base.directory) for f in lacking]
     # Web pages are fetched by the ingest workers every run (never here); they are never pruned.
     pages = url_jobs(urls, stored, request.reindex, vector_plan.backfill if vector_plan is not None else set())
     ledger.record(run_id, walk_failures + [(f.path, "unchanged", None) for f in unchanged])
@@ -205,7 +216,7 @@ class EmbeddedEngine:
             emb = self.settings.embeddings
             if emb is not None:  # before the store is opened (or created): a dead server writes nothing
                 self.probe = vectors.probe_server(emb)
-            store = Store(self.settings.db_path)
+            store = Store(self.settings.db_path, PathBase.at(self.settings.path_base))
             self.broker = build_stub_broker()
             actors = declare_actors(self.broker)
             self.runtime = Runtime(self.settings, self.ledger, store, actors)

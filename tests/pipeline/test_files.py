@@ -12,6 +12,7 @@ import pytest
 
 import workers.run
 from pipeline import db
+from pipeline.globs import Globs
 from pipeline.walker import MAX_FILE_BYTES, WalkResult, walk_root
 from tests.conftest import write_tree
 
@@ -37,8 +38,8 @@ def after_walk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[
     """Run a change to the tree once, right after the walk and before any file is read."""
     changes: list[Callable[[], None]] = []
 
-    def walk_then_change(root: str, store_dir: Path | None = None) -> WalkResult:
-        result = walk_root(root, store_dir)
+    def walk_then_change(root: str, store_dir: Path | None = None, globs: Globs | None = None) -> WalkResult:
+        result = walk_root(root, store_dir, globs)
         while changes:
             changes.pop()()
         return result

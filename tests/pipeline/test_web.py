@@ -133,7 +133,7 @@ def test_url_jobs_carry_what_the_store_knows_unless_reindexing() -> None:
     stored = {"http://h/a": StoredStat("abc", 10, 5, 7)}
     jobs = url_jobs(["http://h/a", "http://h/b"], stored, reindex=False)
     assert [j.to_wire() for j in jobs] == [
-        ["http://h/a", "http://h/a", 10, 5, "abc"], ["http://h/b", "http://h/b", 0, 0, None]
+        ["http://h/a", "http://h/a", 10, 5, "abc", ""], ["http://h/b", "http://h/b", 0, 0, None, ""]
     ]
     assert url_jobs(["http://h/a"], stored, reindex=True)[0].stored_sha256 is None
     assert url_jobs(["http://h/a"], stored, reindex=False, backfill={"http://h/a"})[0].stored_sha256 is None

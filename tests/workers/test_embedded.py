@@ -72,7 +72,7 @@ def test_a_file_written_within_the_racy_window_is_rehashed(workdir: Path, make_s
     original = pipeline.files.read_bytes
     monkeypatch.setattr(pipeline.files, "read_bytes", lambda p, root=None: reads.append(p) or original(p, root))
     summary = index(settings)
-    assert sorted(reads) == sorted(DOCS)
+    assert sorted(reads) == sorted(str(workdir / rel) for rel in DOCS)  # read at their place on disk
     assert summary.counts["unchanged"] == 3
 
 
@@ -113,13 +113,16 @@ def test_a_deleted_file_is_pruned_after_a_complete_walk_of_a_configured_root(wor
     assert _paths(settings) == {"docs/guide.md", "docs/sub/deep.markdown"}
 
 
-def test_explicit_paths_on_the_command_line_never_prune(workdir: Path, make_settings) -> None:
+def test_an_explicit_file_never_prunes_and_an_explicit_directory_reconciles_what_it_holds(
+        workdir: Path, make_settings) -> None:
     write_tree(workdir, DOCS)
     settings = make_settings(paths=["docs"])
     index(settings)
     (workdir / "docs/notes.txt").unlink()
-    assert index(settings, "docs").removed == 0
+    assert index(settings, "docs/guide.md").removed == 0
     assert "docs/notes.txt" in _paths(settings)
+    assert index(settings, "docs").removed == 1
+    assert "docs/notes.txt" not in _paths(settings)
 
 
 def test_a_root_that_saw_no_file_does_not_prune(workdir: Path, make_settings) -> None:
