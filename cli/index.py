@@ -103,8 +103,11 @@ def print_enqueued(enqueued: Enqueued, as_json: bool) -> None:
 @click.option("--reindex", is_flag=True, help="Re-read and rebuild every file, ignoring hashes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("--detach", is_flag=True, help="With a broker: enqueue, print the run id and exit.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop waiting for the run after SECONDS (exit 1); with a broker the run goes on in the workers.")
 @pass_context
-def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool) -> None:
+def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool,
+                  timeout: float | None) -> None:
     """Index PATHS and http(s) URLs (default: knowledge.paths and knowledge.urls), incrementally by content hash."""
     from config.observability import configure_logging, configure_tracing
     from workers.run import EmbeddedEngine, RunRequest
@@ -118,7 +121,10 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     if settings.broker is not None:
         from workers.distributed import Enqueued, run_distributed
 
-        result = run_distributed(settings, request, targets, view, note, detach=detach)
+        try:
+            result = run_distributed(settings, request, targets, view, note, detach=detach, timeout=timeout)
+        finally:
+            view.close()
         if isinstance(result, Enqueued):
             print_enqueued(result, as_json)
             return
@@ -128,7 +134,7 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
             raise UsageError("--detach needs a broker (knowledge.broker.url or KNOWLEDGE_BROKER_URL)")
         try:
             with EmbeddedEngine(settings) as engine:
-                summary = engine.run(request, view, targets)
+                summary = engine.run(request, view, targets, timeout=timeout)
         finally:
             view.close()
     print_summary(summary, as_json)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from config.errors import BrokerError, RunInProgress
+from config.errors import BrokerError, KnowledgeError, RunInProgress
 from config.observability import tracer
 from config.settings import Settings
 from workers.actors import declare_actors
@@ -39,6 +39,8 @@ from workers.run import (
 RECONNECT_GRACE_S = 5.0
 # After this long without a file being accounted for, say which processes must be running.
 STALL_WARNING_S = 30.0
+# After this long with no progress and no worker or writer alive, stop following (the run stays queued).
+NO_PROCESS_GRACE_S = 30.0
 ROLES = ("worker", "writer")
 
 Notes = Callable[[str], None]
@@ -68,14 +70,21 @@ def missing_processes(presence: Presence) -> list[str]:
     return [f"`knowledge {role}`" for role in ROLES if not presence.alive(role)]
 
 
-class _Watch:
-    """Called between polls: refresh the run lock and note once when the run stalls."""
+class NoProcesses(KnowledgeError):
+    """A followed run cannot progress: no worker or no writer is alive for the store."""
 
-    def __init__(self, ledger: RedisLedger, run_id: str, notes: Notes, stall_after: float = STALL_WARNING_S) -> None:
+
+class _Watch:
+    """Called between polls: refresh the run lock, note once when the run stalls, and give up
+    following (NoProcesses) when it has made no progress for `grace` seconds with a role missing."""
+
+    def __init__(self, ledger: RedisLedger, run_id: str, notes: Notes, stall_after: float = STALL_WARNING_S,
+                 grace: float = NO_PROCESS_GRACE_S) -> None:
         self.ledger = ledger
         self.run_id = run_id
         self.notes = notes
         self.stall_after = stall_after
+        self.grace = grace
         self._last_refresh = 0.0
         self._last_count = -1
         self._last_change = time.monotonic()
@@ -92,6 +101,14 @@ class _Watch:
         if now - self._last_refresh >= 2.0:
             self._last_refresh = now
             self.ledger.run_lock.refresh(self.run_id, LOCK_TTL_MS)
+        if now - self._last_change > self.grace:
+            missing = missing_processes(self.ledger.presence)
+            if missing:
+                raise NoProcesses(
+                    f"no progress for {self.grace:.0f} s on run {self.run_id}: no {' and no '.join(missing)} is "
+                    "running for this store; start them (scripts/run-local.sh, or docker compose up) and the "
+                    "queued run completes (`knowledge runs` shows it)"
+                )
         if not self._warned and now - self._last_change > self.stall_after:
             self._warned = True
             missing = missing_processes(self.ledger.presence)
@@ -108,7 +125,8 @@ def _note_missing(ledger: RedisLedger, run_id: str, notes: Notes) -> None:
               "waits in Redis until one starts (scripts/run-local.sh, or docker compose up)")
 
 
-def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: _Watch, url: str) -> RunSummary:
+def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: _Watch, url: str,
+                       timeout: float | None) -> RunSummary:
     """follow(), riding out a Redis blip of up to RECONNECT_GRACE_S; BrokerError past that."""
     lost_since: float | None = None
 
@@ -118,7 +136,7 @@ def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: 
 
     while True:
         try:
-            return follow(ledger, run_id, progress, poll=0.1, alive=watch)
+            return follow(ledger, run_id, progress, poll=0.1, timeout=timeout, alive=watch)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             now = time.monotonic()
             lost_since = lost_since if lost_since is not None else now
@@ -131,8 +149,13 @@ def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: 
 
 
 def run_distributed(settings: Settings, request: RunRequest, targets: Targets, view: Progress, notes: Notes,
-                    detach: bool) -> RunSummary | Enqueued:
-    """Run an index through the broker: its final summary, or what was enqueued when detached."""
+                    detach: bool, timeout: float | None = None, grace: float = NO_PROCESS_GRACE_S,
+                    ) -> RunSummary | Enqueued:
+    """Run an index through the broker: its final summary, or what was enqueued when detached.
+
+    Following stops with NoProcesses after `grace` seconds without progress while no worker or
+    writer is alive, and with TimeoutError after `timeout` seconds; the run stays queued either way.
+    """
     url = redacted(broker_url(settings))
     broker, ledger = open_ledger(settings)
     try:
@@ -147,7 +170,7 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
                 f"run {holder} is in progress for the store {settings.db_path}; wait for it to finish "
                 "(`knowledge runs` shows it) and run `knowledge index` again"
             )
-        watch = _Watch(ledger, run_id, notes)
+        watch = _Watch(ledger, run_id, notes, grace=grace)
         try:
             with tracer().start_as_current_span(
                 "index run", attributes={"knowledge.run_id": run_id, "knowledge.mode": "distributed",
@@ -160,7 +183,7 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
                 _note_missing(ledger, run_id, notes)
                 if detach:
                     return Enqueued(run_id, first.total, first.total - first.accounted)
-                summary = _follow_with_grace(ledger, run_id, view, watch, url)
+                summary = _follow_with_grace(ledger, run_id, view, watch, url, timeout)
                 span.set_attribute("knowledge.state", summary.state)
                 for name, count in summary.counts.items():
                     span.set_attribute(f"knowledge.{name}", count)
@@ -172,6 +195,9 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
         except KeyboardInterrupt:
             notes(f"\nstopped following run {run_id}; it continues in the workers (`knowledge runs`)")
             raise
+        except TimeoutError as exc:
+            raise KnowledgeError(f"{exc}; stopped following it, and it continues in the workers (`knowledge runs`)"
+                                 ) from None
         except BaseException:
             _release_quietly(ledger, run_id)
             raise

@@ -16,7 +16,7 @@ from typing import Any, Self
 
 import dramatiq
 
-from config.errors import UsageError
+from config.errors import KnowledgeError, UsageError
 from config.observability import tracer
 from config.settings import Settings
 from config.urls import looks_like_url, normalize_urls
@@ -193,7 +193,7 @@ def follow(ledger: Ledger, run_id: str, progress: Progress | None = None, poll: 
         if alive is not None:
             alive()
         if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"run {run_id} did not finish within {timeout:.0f} s")
+            raise TimeoutError(f"run {run_id} did not finish within {timeout:g} s")
         time.sleep(wait)
         wait = min(wait * 2, poll)
 
@@ -236,8 +236,13 @@ class EmbeddedEngine:
             raise
         return self
 
-    def run(self, request: RunRequest, progress: Progress | None = None, targets: Targets | None = None) -> RunSummary:
-        """Index per request (its targets, when already resolved) and wait for the run to finish."""
+    def run(self, request: RunRequest, progress: Progress | None = None, targets: Targets | None = None,
+            timeout: float | None = None) -> RunSummary:
+        """Index per request (its targets, when already resolved) and wait for the run to finish.
+
+        Past timeout seconds the run is abandoned (KnowledgeError): what was written stays, and the
+        next run converges on the rest.
+        """
         if self.runtime is None:
             raise UsageError("EmbeddedEngine.run outside its `with` block")
         targets = targets if targets is not None else request.targets(self.settings)
@@ -247,7 +252,11 @@ class EmbeddedEngine:
             with tracer().start_as_current_span("walk"):
                 probe, self.probe = self.probe, None
                 plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, targets, run_id, probe)
-            return follow(self.ledger, run_id, progress)
+            try:
+                return follow(self.ledger, run_id, progress, timeout=timeout)
+            except TimeoutError as exc:
+                raise KnowledgeError(f"{exc}; what was written stays, and `knowledge index` again finishes the rest"
+                                     ) from None
 
     def __exit__(self, *exc: object) -> None:
         stoppers = [threading.Thread(target=worker.stop) for worker in self.workers]

@@ -368,3 +368,33 @@ def test_hostile_files_cost_only_themselves_and_stale_ones_leave_the_store(clust
     documents, _ = store_rows(cluster.settings.db_path)
     assert [row[0] for row in documents] == [f"{docs}/c.md"], documents
     assert integrity_problems(cluster.settings.db_path) == []
+
+
+@pytest.mark.redis
+def test_a_followed_run_with_no_worker_or_writer_stops_after_the_grace_naming_them(tmp_path: Path) -> None:
+    from config.errors import KnowledgeError
+    from workers.broker import namespace
+    from workers.distributed import run_distributed
+    from workers.run import RunRequest
+
+    client = require_redis()
+    generate(tmp_path / "docs", 5, seed=3)
+    settings = settings_from_mapping({"broker": {"url": REDIS_URL}}, store_base=tmp_path)
+    notes: list[str] = []
+    request = RunRequest(paths=(str(tmp_path / "docs"),))
+    other = settings
+    try:
+        with pytest.raises(KnowledgeError) as caught:
+            run_distributed(settings, request, request.targets(settings), lambda _: None, notes.append,
+                            detach=False, grace=0.5)
+        message = str(caught.value)
+        assert caught.value.exit_code == 1
+        assert "no `knowledge worker` and no `knowledge writer` is running for this store" in message
+        assert "`knowledge runs`" in message
+        other = settings_from_mapping({"broker": {"url": REDIS_URL}}, store_base=tmp_path / "other")
+        with pytest.raises(KnowledgeError, match="did not finish within 0.3 s; stopped following it"):  # --timeout
+            run_distributed(other, request, request.targets(other), lambda _: None, notes.append,
+                            detach=False, timeout=0.3, grace=60)
+    finally:
+        delete_namespace(client, namespace(settings))
+        delete_namespace(client, namespace(other))

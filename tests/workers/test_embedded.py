@@ -215,3 +215,16 @@ def test_the_ledger_records_each_outcome_once_so_redelivery_is_harmless(workdir:
     assert summary.state == "complete" and summary.counts["added"] == 3 and summary.accounted == 3
     assert store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 4
     store.close()
+
+
+def test_an_embedded_run_past_its_timeout_stops_with_one_line_and_a_rerun_converges(
+        workdir: Path, run_cli, server) -> None:
+    write_tree(workdir, DOCS)
+    server.faults.slow = 1.0
+    config = (f"knowledge:\n  paths: [docs]\n  embeddings:\n    base_url: {server.base_url}\n"
+              "    model: hashed-bow\n    timeout: 5\n")
+    (workdir / "knowledge.yaml").write_text(config, encoding="utf-8")
+    code, _, err = run_cli("index", "--timeout", "0.2")
+    assert code == 1 and "did not finish within 0.2 s" in err and "Traceback" not in err
+    server.faults.slow = 0.0
+    assert run_cli("index")[0] == 0
