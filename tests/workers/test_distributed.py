@@ -392,7 +392,7 @@ def test_a_followed_run_with_no_worker_or_writer_stops_after_the_grace_naming_th
         assert "no `knowledge worker` and no `knowledge writer` is running for this store" in message
         assert "`knowledge runs`" in message
         other = settings_from_mapping({"broker": {"url": REDIS_URL}}, store_base=tmp_path / "other")
-        with pytest.raises(KnowledgeError, match="did not finish within 0.3 s; stopped following it"):  # --timeout
+        with pytest.raises(KnowledgeError, match=r"did not finish within 0\.3 s; stopped following it"):  # --timeout
             run_distributed(other, request, request.targets(other), lambda _: None, notes.append,
                             detach=False, timeout=0.3, grace=60)
     finally:
