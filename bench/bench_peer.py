@@ -34,7 +34,6 @@ import http.client
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import statistics
@@ -53,8 +52,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-import cranfield  # noqa: E402
-from corpus import generate, sample_queries  # noqa: E402
+import cranfield
+from corpus import generate, sample_queries
 
 QMD_PACKAGE = "@tobilu/qmd"
 NODE_PACKAGE = "node@22"
@@ -132,7 +131,7 @@ def qmd_ready(scratch: Path, version: str) -> bool:
         return False
     if json.loads(manifest.read_text()).get("version") != version:
         return False
-    probe = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=30)
+    probe = subprocess.run([str(node), "--version"], check=False, capture_output=True, text=True, timeout=30)
     return probe.returncode == 0 and probe.stdout.startswith("v22.")
 
 
@@ -145,7 +144,7 @@ def ensure_qmd(scratch: Path, version: str) -> str | None:
         return "npm is not installed"
     scratch.mkdir(parents=True, exist_ok=True)
     try:
-        ping = subprocess.run([npm, "ping"], capture_output=True, text=True, timeout=60)
+        ping = subprocess.run([npm, "ping"], check=False, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         return "the npm registry did not answer `npm ping` within 60 s"
     if ping.returncode != 0:
@@ -154,7 +153,7 @@ def ensure_qmd(scratch: Path, version: str) -> str | None:
     try:
         done = subprocess.run([npm, "install", "--prefix", str(scratch), "--no-audit", "--no-fund",
                                NODE_PACKAGE, f"{QMD_PACKAGE}@{version}"],
-                              capture_output=True, text=True, timeout=900, cwd=scratch)
+                              check=False, capture_output=True, text=True, timeout=900, cwd=scratch)
     except subprocess.TimeoutExpired:
         return "npm install did not finish within 900 s"
     if done.returncode != 0:
@@ -423,7 +422,7 @@ def quality_phase(tools: tuple[Tool, Tool], rounds: int) -> dict[str, Any]:
 
 def import_time() -> float:
     """Cumulative milliseconds of `import cli` by -X importtime (the CLI's import cost)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cli"], capture_output=True,
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cli"], check=False, capture_output=True,
                           text=True, cwd=ROOT, timeout=120)
     for line in done.stderr.splitlines():
         parts = [p.strip() for p in line.split("|")]
@@ -435,7 +434,7 @@ def import_time() -> float:
 def versions(qmd: Qmd) -> dict[str, str]:
     """Versions of the two tools and their runtimes."""
     def out(args: list[str], env: dict[str, str] | None = None) -> str:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+        done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60, env=env)
         return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
 
     node = str(Path(qmd.bin).with_name("node"))
