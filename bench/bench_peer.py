@@ -403,18 +403,19 @@ def server_phase(tools: tuple[Tool, Tool], queries: list[str], logdir: Path) -> 
                    "mean_hits": round(statistics.mean(hits[name]), 1)} for name in times}
 
 
-def quality_phase(tools: tuple[Tool, Tool], rounds: int) -> dict[str, Any]:
-    """Index Cranfield with both tools, run all 225 queries through each CLI, score the rankings."""
+def quality_phase(tools: tuple[Tool, Tool], rounds: int, data_dir: Path, limit: int) -> dict[str, Any]:
+    """Index Cranfield with both tools, run its queries (all 225 by default) through each CLI, score them."""
     index = index_phase(tools, rounds)
-    queries = cranfield.load_queries()
-    qids = list(queries)
+    queries = cranfield.load_queries(data_dir)
+    qids = list(queries)[:limit]
     runs: dict[str, dict[str, list[str]]] = {t.name: {} for t in tools}
 
     def keep(name: str, i: int, paths: list[str]) -> None:
         runs[name][qids[i]] = cranfield.dedupe(cranfield.doc_id_from_path(p) for p in paths)
 
     latency = cli_phase(tools, [queries[q] for q in qids], 20, keep)
-    qrels = cranfield.load_qrels()
+    qrels = cranfield.load_qrels(data_dir)
+    qrels = {qid: gains for qid, gains in qrels.items() if qid in set(qids)}
     metrics = {name: {m: round(v, 4) for m, v in cranfield.evaluate(run, qrels).items() if m != "recall@100"}
                for name, run in runs.items()}
     return {"index": index, "cli": latency, "metrics": metrics}
@@ -464,7 +465,7 @@ def markdown(result: dict[str, Any]) -> str:
         ("server query, p90 (ms)", srv[k]["ms"]["p90"], srv[q]["ms"]["p90"], "{:.2f}"),
         ("server peak RSS (MiB)", srv[k]["server_peak_rss_mib"], srv[q]["server_peak_rss_mib"], "{:.0f}"),
     ]
-    if result.get("quality"):
+    if result.get("quality", {}).get("metrics"):
         qual = result["quality"]
         rows += [
             ("Cranfield first index (s, median)", qual["index"][k]["first_index_s"],
@@ -492,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cli-queries", type=int, default=40, help="measured CLI queries per tool")
     parser.add_argument("--server-queries", type=int, default=300, help="measured server queries per tool")
     parser.add_argument("--skip-quality", action="store_true", help="no Cranfield nDCG phase")
+    parser.add_argument("--cranfield", type=Path, default=cranfield.DATA_DIR,
+                        help="the Cranfield data (corpus.jsonl, queries.jsonl, qrels); default ../shared/eval/cranfield")
+    parser.add_argument("--quality-queries", type=int, default=225, help="Cranfield queries to run (first N)")
     parser.add_argument("--qmd-version", default="2.8.3")
     parser.add_argument("--scratch", type=Path, default=Path.home() / ".cache" / "knowledge-bench" / "qmd",
                         help="where qmd and node@22 are installed (outside the repository)")
@@ -520,20 +524,23 @@ def main(argv: list[str] | None = None) -> int:
     result["cli"] = cli_phase(tools, sample_queries(args.cli_queries + 2, seed=args.seed + 100), 10)
     print("server ...", file=sys.stderr)
     result["server"] = server_phase(tools, sample_queries(args.server_queries + 10, seed=args.seed + 200), args.out)
-    if not args.skip_quality:
+    if not args.skip_quality and not (args.cranfield / "corpus.jsonl").is_file():
+        result["quality"] = {"skipped": f"no Cranfield data at {args.cranfield} (pass --cranfield DIR)"}
+    elif not args.skip_quality:
         print("cranfield ...", file=sys.stderr)
         cdocs = args.out / "cranfield-docs"
         if len(list(cdocs.glob("*.md"))) != 1400:
-            cranfield.write_corpus(cdocs)
+            cranfield.write_corpus(cdocs, args.cranfield)
         ctools = (Knowledge(args.out / "cranfield-knowledge", cdocs, free_port()),
                   Qmd(args.out / "cranfield-qmd", cdocs, free_port(), args.scratch))
-        result["quality"] = quality_phase(ctools, 1)
+        result["quality"] = quality_phase(ctools, 1, args.cranfield, args.quality_queries)
     load()
     result["wall_s"] = round(time.monotonic() - started, 1)
     result["load"] = {"min": round(min(LOADS), 2), "mean": round(statistics.mean(LOADS), 2),
                       "max": round(max(LOADS), 2), "samples": len(LOADS)}
     result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform()}
     print(json.dumps(result))
+    (args.out / "result.json").write_text(json.dumps(result, indent=1))
     if args.markdown:
         print(markdown(result))
     return 0
