@@ -439,9 +439,12 @@ def versions(qmd: Qmd) -> dict[str, str]:
         return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
 
     node = str(Path(qmd.bin).with_name("node"))
+    probe = "const D = require('better-sqlite3'); console.log(new D(':memory:').prepare('select sqlite_version() v').get().v)"
     return {"knowledge": out([KNOWLEDGE, "--version"]), "qmd": out([qmd.bin, "--version"], qmd.env),
             "python": platform.python_version(), "node": out([node, "--version"]),
-            "sqlite (python)": __import__("sqlite3").sqlite_version}
+            "sqlite (knowledge)": out([sys.executable, "-c", "import pysqlite3.dbapi2 as s; print(s.sqlite_version)"]),
+            "sqlite (qmd)": subprocess.run([node, "-e", probe], check=False, capture_output=True, text=True, timeout=60,
+                                           cwd=Path(qmd.bin).parents[1].parent).stdout.strip() or "?"}
 
 
 def ratio(a: float, b: float) -> str:
