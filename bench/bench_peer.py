@@ -52,8 +52,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-import cranfield
-from corpus import generate, sample_queries
+import cranfield  # noqa: E402
+from corpus import generate, sample_queries  # noqa: E402
 
 QMD_PACKAGE = "@tobilu/qmd"
 NODE_PACKAGE = "node@22"
@@ -83,7 +83,13 @@ def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Proc
     started = time.perf_counter()
     proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    expired = threading.Event()
+
+    def kill() -> None:
+        expired.set()
+        os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, kill)
     timer.start()
     chunks: list[bytes] = []
     reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read() if proc.stdout else b""))
@@ -97,7 +103,8 @@ def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Proc
     reader.join(timeout=30)
     code = proc.returncode
     if code != 0:
-        raise RuntimeError(f"{' '.join(args[:4])}... exited {code} (timeout {timeout} s)")
+        why = f"killed after {timeout} s" if expired.is_set() else f"exited {code}"
+        raise RuntimeError(f"{' '.join(args[:4])}... {why}")
     return Proc(seconds, usage.ru_maxrss / 1024, code, b"".join(chunks).decode("utf-8", "replace"))
 
 
@@ -439,7 +446,8 @@ def versions(qmd: Qmd) -> dict[str, str]:
         return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
 
     node = str(Path(qmd.bin).with_name("node"))
-    probe = "const D = require('better-sqlite3'); console.log(new D(':memory:').prepare('select sqlite_version() v').get().v)"
+    probe = ("const D = require('better-sqlite3');"
+             " console.log(new D(':memory:').prepare('select sqlite_version() v').get().v)")
     return {"knowledge": out([KNOWLEDGE, "--version"]), "qmd": out([qmd.bin, "--version"], qmd.env),
             "python": platform.python_version(), "node": out([node, "--version"]),
             "sqlite (knowledge)": out([sys.executable, "-c", "import pysqlite3.dbapi2 as s; print(s.sqlite_version)"]),
@@ -497,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-queries", type=int, default=300, help="measured server queries per tool")
     parser.add_argument("--skip-quality", action="store_true", help="no Cranfield nDCG phase")
     parser.add_argument("--cranfield", type=Path, default=cranfield.DATA_DIR,
-                        help="the Cranfield data (corpus.jsonl, queries.jsonl, qrels); default ../shared/eval/cranfield")
+                        help="Cranfield data (corpus.jsonl, queries.jsonl, qrels); default ../shared/eval/cranfield")
     parser.add_argument("--quality-queries", type=int, default=225, help="Cranfield queries to run (first N)")
     parser.add_argument("--qmd-version", default="2.8.3")
     parser.add_argument("--scratch", type=Path, default=Path.home() / ".cache" / "knowledge-bench" / "qmd",
