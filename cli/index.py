@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # workers/ and rich are imported only when a run starts or a 
 
     from workers.distributed import Enqueued
     from workers.ledger import RunSummary
+    from workers.run import RunRequest, Targets
 
 
 class ProgressView:
@@ -103,11 +104,13 @@ def print_enqueued(enqueued: Enqueued, as_json: bool) -> None:
 @click.option("--reindex", is_flag=True, help="Re-read and rebuild every file, ignoring hashes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("--detach", is_flag=True, help="With a broker: enqueue, print the run id and exit.")
+@click.option("--dry-run", is_flag=True,
+              help="Say what a run would add, update and remove, and its vector plan; write nothing.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Stop waiting for the run after SECONDS (exit 1); with a broker the run goes on in the workers.")
 @pass_context
 def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool,
-                  timeout: float | None) -> None:
+                  dry_run: bool, timeout: float | None) -> None:
     """Index PATHS and http(s) URLs (default: knowledge.paths and knowledge.urls), incrementally by content hash."""
     from config.observability import configure_logging, configure_tracing
     from workers.run import EmbeddedEngine, RunRequest
@@ -117,6 +120,9 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     configure_tracing("knowledge-cli")
     request = RunRequest(paths=paths, reindex=reindex)
     targets = request.targets(settings)
+    if dry_run:
+        print_dry_run(settings, request, targets, as_json)
+        return
     view = ProgressView(as_json)
     if settings.broker is not None:
         from workers.distributed import Enqueued, run_distributed
@@ -140,6 +146,33 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     print_summary(summary, as_json)
     if summary.state != "complete" or summary.counts.get("failed", 0):
         sys.exit(EXIT_FAILURE)
+
+
+def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_json: bool) -> None:
+    """What `index --dry-run` prints: the changes a run would make and its vector plan."""
+    from workers.run import dry_run
+
+    found, plan = dry_run(settings, request, targets)
+    vectors = None if plan is None else {
+        "model": plan.identity.model, "dimension": plan.identity.dimension, "reuse": plan.reuse,
+        "documents_lacking_vectors": len(plan.backfill),
+    }
+    if as_json:
+        echo_json({**found.to_json(), "urls": targets.urls, "vectors": vectors})
+        return
+    click.echo(f"dry run, nothing written: would add {len(found.added)}, update {len(found.updated)}, remove "
+               f"{len(found.removed)}; {found.unchanged} unchanged; {len(targets.urls)} web page(s) fetched")
+    for verb, paths in (("add", found.added), ("update", found.updated), ("remove", found.removed)):
+        for path in paths:
+            click.echo(f"  {verb}: {clean(path)}")
+    for item in found.skipped:
+        click.echo(f"  skipped: {clean(item.path)}: {clean(item.reason)}")
+    for item in found.failures:
+        click.echo(f"  failed: {clean(item.path)}: {clean(item.reason)}")
+    if vectors is not None:
+        mode = "reuses the stored vectors of unchanged sections" if plan and plan.reuse else "embeds every section"
+        click.echo(f"vectors: model={vectors['model']} dim={vectors['dimension']}: {mode}; "
+                   f"{vectors['documents_lacking_vectors']} document(s) lack vectors")
 
 
 @cli.command("rm")

@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Self
 
 import dramatiq
@@ -22,13 +22,12 @@ from config.settings import Settings
 from config.urls import looks_like_url, normalize_urls
 from pipeline import db, schema, vectors
 from pipeline.embeddings import Probe
-from pipeline.fingerprint import StoredStat, classify
-from pipeline.globs import Globs
+from pipeline.fingerprint import StoredStat
 from pipeline.lock import WriteLock
-from pipeline.models import FileJob, Skip
 from pipeline.paths import PathBase
 from pipeline.store import Store, stored_stats
-from pipeline.walker import Found, unindexable, walk_root
+from pipeline.survey import Preview, preview, survey
+from pipeline.vectors import VectorPlan
 from pipeline.web import url_jobs
 from workers import payloads, queues
 from workers.actors import declare_actors
@@ -100,13 +99,6 @@ def read_stored(settings: Settings) -> dict[str, StoredStat]:
 STALE_KEY = "stale"
 
 
-def stale_items(skipped: list[Skip], stored: dict[str, StoredStat]) -> list[Skipped]:
-    """Writer payload items for indexed documents the walk now finds unindexable (too large, a
-    symlink, not a regular file): they leave the index. Any other skip (a dot file indexed by name,
-    a transient `cannot stat`) leaves them in place."""
-    return [Skipped(s.path, s.reason) for s in skipped if s.path in stored and unindexable(s.reason)]
-
-
 def plan_and_enqueue(
     settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, targets: Targets, run_id: str,
     probe: Probe | None = None,
@@ -117,54 +109,33 @@ def plan_and_enqueue(
     unreachable server or a mismatch fails here, before anything is written. Returns the initial
     summary.
     """
-    roots, urls = targets.roots, targets.urls
     base = PathBase.at(settings.path_base)
-    globs = Globs.of(settings.include, settings.exclude)
     vector_plan = vectors.plan(settings, request.reindex, probe)
-    info: dict[str, Any] = {"roots": [base.stored(r) for r in roots], "explicit": targets.explicit,
+    info: dict[str, Any] = {"roots": [base.stored(r) for r in targets.roots], "explicit": targets.explicit,
                             "reindex": request.reindex, "started": time.time(), "base": base.directory}
-    if urls:
-        info["urls"] = urls
+    if targets.urls:
+        info["urls"] = targets.urls
     if vector_plan is not None:
         info["vectors"] = vector_plan.to_info()
     ledger.start(run_id, info)
     stored = read_stored(settings)
-    files: dict[str, Found] = {}
-    seen: dict[str, list[str]] = {}
-    prunable: list[str] = []
-    walk_failures: list[tuple[str, str, str | None]] = []
-    stale: dict[str, Skipped] = {}
-    for root in roots:
-        result = base.restate(walk_root(root, settings.store_dir, globs))
-        ledger.skip(run_id, [(s.path, s.reason) for s in result.skipped])
-        stale.update((item.path, item) for item in stale_items(result.skipped, stored))
-        walk_failures += [(e.path, "failed", e.reason) for e in result.errors]
-        for found in result.files:
-            files.setdefault(found.path, found)
-        seen[result.root] = [f.path for f in result.files]
-        # A directory walked completely reconciles what lies under it (a file named alone never
-        # prunes; neither does a walk that found nothing, which may be a mount that is not there).
-        if result.complete and result.files and result.directory:
-            prunable.append(result.root)
-    for path in files:  # another root walked it as a file: it has its outcome there
-        stale.pop(path, None)
-    jobs, unchanged = classify(list(files.values()), stored, request.reindex)
-    jobs = [replace(job, base=base.directory) for job in jobs]
-    if vector_plan is not None and vector_plan.backfill:
-        # Unchanged files with a chunk lacking a vector (embeddings newly on, a lexical run in
-        # between, a model change) are re-read; their unchanged chunks keep any stored vector.
-        lacking = [f for f in unchanged if f.path in vector_plan.backfill]
-        unchanged = [f for f in unchanged if f.path not in vector_plan.backfill]
-        jobs = [replace(j, stored_sha256=None) if j.path in vector_plan.backfill else j for j in jobs]
-        jobs += [FileJob(f.path, f.root, f.size, f.mtime_ns, None, base.directory) for f in lacking]
+    found = survey(settings, targets.roots, stored, request.reindex, settings.store_dir)
+    if vector_plan is not None:
+        found.backfill(vector_plan.backfill)
     # Web pages are fetched by the ingest workers every run (never here); they are never pruned.
-    pages = url_jobs(urls, stored, request.reindex, vector_plan.backfill if vector_plan is not None else set())
-    ledger.record(run_id, walk_failures + [(f.path, "unchanged", None) for f in unchanged])
-    ledger.walked(run_id, len(files) + len(walk_failures) + len(pages) + len(stale), seen, prunable)
-    if stale:  # the writer removes them like any file the ingest step skipped
-        ledger.stage(run_id, STALE_KEY, payloads.to_wire(list(stale.values())))
+    pages = url_jobs(targets.urls, stored, request.reindex,
+                     vector_plan.backfill if vector_plan is not None else set())
+    ledger.skip(run_id, [(s.path, s.reason) for s in found.skipped])
+    failures: list[tuple[str, str, str | None]] = [(e.path, "failed", e.reason) for e in found.failures]
+    ledger.record(run_id, failures + [(f.path, "unchanged", None) for f in found.unchanged])
+    total = len(found.files) + len(found.failures) + len(pages) + len(found.stale)
+    ledger.walked(run_id, total, found.seen, found.prunable)
+    if found.stale:  # the writer removes them like any file the ingest step skipped
+        stale = [Skipped(s.path, s.reason) for s in found.stale.values()]
+        ledger.stage(run_id, STALE_KEY, payloads.to_wire(stale))
         actors.write.send(run_id, STALE_KEY)
     size = settings.batch_files
+    jobs = found.jobs
     batches = [jobs[i:i + size] for i in range(0, len(jobs), size)]
     batches += [pages[i:i + URL_BATCH] for i in range(0, len(pages), URL_BATCH)]
     if vector_plan is not None:
@@ -174,6 +145,14 @@ def plan_and_enqueue(
         actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
     actors.finalize.send(run_id)
     return ledger.summary(run_id)
+
+
+def dry_run(settings: Settings, request: RunRequest, targets: Targets) -> tuple[Preview, VectorPlan | None]:
+    """What a run of request would do, and its vector plan (the server probed); nothing is written."""
+    vector_plan = vectors.plan(settings, request.reindex)
+    stored = read_stored(settings)
+    found = survey(settings, targets.roots, stored, request.reindex, settings.store_dir)
+    return preview(found, stored), vector_plan
 
 
 Progress = Callable[[RunSummary], None]

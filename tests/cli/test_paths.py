@@ -110,3 +110,22 @@ def test_a_format_1_store_is_migrated_by_the_next_index_and_keeps_one_copy(workd
     assert run_cli("index", "docs")[0] == 0
     assert _sources(run_cli) == ["docs/a.md"]
     assert json.loads(run_cli("search", "alpha", "--json")[1])["results"][0]["index_ref"] == "docs/a.md#0"
+
+
+def test_a_dry_run_says_what_would_change_and_writes_nothing(workdir: Path, run_cli: RunCli) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nalpha\n", "docs/b.md": "# B\n\nbeta\n", "docs/c.md": "# C\n\ngamma\n"})
+    assert run_cli("index", "docs")[0] == 0
+    db_path = workdir / "knowledge" / "default" / "knowledge.db"
+    before = db_path.read_bytes()
+    (workdir / "docs/a.md").write_text("# A\n\nalpha, edited\n", encoding="utf-8")
+    (workdir / "docs/b.md").unlink()
+    (workdir / "docs/d.md").write_text("# D\n\ndelta\n", encoding="utf-8")
+    code, out, _ = run_cli("index", "docs", "--dry-run", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["dry_run"] is True
+    assert (data["added"], data["updated"], data["removed"]) == (["docs/d.md"], ["docs/a.md"], ["docs/b.md"])
+    assert data["unchanged"] == 1 and data["vectors"] is None
+    code, out, _ = run_cli("index", "docs", "--dry-run")
+    assert code == 0 and "would add 1, update 1, remove 1; 1 unchanged" in out and "  remove: docs/b.md" in out
+    assert db_path.read_bytes() == before
+    assert _sources(run_cli) == ["docs/a.md", "docs/b.md", "docs/c.md"]

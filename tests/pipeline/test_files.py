@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import workers.run
+import pipeline.survey
 from pipeline import db
 from pipeline.globs import Globs
 from pipeline.walker import MAX_FILE_BYTES, WalkResult, walk_root
@@ -44,7 +44,7 @@ def after_walk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[
             changes.pop()()
         return result
 
-    monkeypatch.setattr(workers.run, "walk_root", walk_then_change)
+    monkeypatch.setattr(pipeline.survey, "walk_root", walk_then_change)
     yield changes.append
 
 
