@@ -45,6 +45,11 @@ class LeadingDash(Exception):
         self.token = token
 
 
+def _option_at(args: Sequence[str], i: int) -> list[str]:
+    """The tokens of the value-taking option at args[i]: itself, and its value unless written `--opt=value`."""
+    return list(args[i:i + 1 if "=" in args[i] else i + 2])
+
+
 def split_query(args: Sequence[str], value_options: set[str], flag_options: set[str]) -> tuple[list[str], list[str]]:
     """(option tokens, query words) of args: after the first word, an unknown `-x` token is a word.
 
@@ -58,13 +63,12 @@ def split_query(args: Sequence[str], value_options: set[str], flag_options: set[
         if token == "--":
             words += list(args[i + 1 :])
             break
-        name = token.split("=", 1)[0]
-        if name in value_options:
-            options.append(token)
-            if "=" not in token and i + 1 < len(args):
-                options.append(args[i + 1])
-                i += 1
-        elif name in flag_options or token.startswith("--") or token == "-h":
+        if token.split("=", 1)[0] in value_options:
+            taken = _option_at(args, i)
+            options += taken
+            i += len(taken)
+            continue
+        if token.split("=", 1)[0] in flag_options or token.startswith("--") or token == "-h":
             options.append(token)  # long options are options wherever they appear; click names unknown ones
         elif token.startswith("-") and len(token) > 1 and not words:
             raise LeadingDash(token)
@@ -80,25 +84,21 @@ def hoist_global_options(argv: Sequence[str], commands: Sequence[str]) -> list[s
     position = next((i for i, a in enumerate(args) if a in commands), None)
     if position is None:
         return args
-    head, tail = args[:position], args[position:]
     moved: list[str] = []
     kept: list[str] = []
-    i = 0
-    while i < len(tail):
-        token = tail[i]
-        if token == "--":
-            kept += tail[i:]
+    i = position
+    while i < len(args):
+        if args[i] == "--":
+            kept += args[i:]
             break
-        name = token.split("=", 1)[0]
-        if name in GLOBAL_OPTIONS:
-            moved.append(token)
-            if "=" not in token and i + 1 < len(tail):
-                moved.append(tail[i + 1])
-                i += 1
-        else:
-            kept.append(token)
+        if args[i].split("=", 1)[0] in GLOBAL_OPTIONS:
+            taken = _option_at(args, i)
+            moved += taken
+            i += len(taken)
+            continue
+        kept.append(args[i])
         i += 1
-    return head + moved + kept
+    return args[:position] + moved + kept
 
 
 def query_text(words: tuple[str, ...]) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -16,7 +18,7 @@ from cli.app import (
 )
 from cli.arguments import QueryCommand, query_text
 from config.errors import IndexNotBuilt, KnowledgeError
-from config.settings import MAX_TOP_K
+from config.settings import MAX_TOP_K, Settings
 from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
 from query.search import hit_json, search, to_json
@@ -103,11 +105,8 @@ def show_command(obj: Context, words: tuple[str, ...], as_json: bool) -> None:
 @pass_context
 def sources_command(obj: Context, as_json: bool) -> None:
     """List the indexed documents."""
-    settings = prologue(obj, as_json)
-    with Reader(settings) as reader:
-        answer = sources_answer(settings, reader)
-    if as_json:
-        echo_json(answer)
+    answer = _listing(obj, as_json, sources_answer)
+    if answer is None:
         return
     rows = answer["documents"]
     if not rows:
@@ -135,12 +134,23 @@ def sources_command(obj: Context, as_json: bool) -> None:
 @pass_context
 def stats_command(obj: Context, as_json: bool) -> None:
     """Counts and facts about the index."""
-    settings = prologue(obj, as_json)
-    with Reader(settings) as reader:
-        stats = stats_answer(settings, reader)
-    if as_json:
-        echo_json(stats)
+    stats = _listing(obj, as_json, stats_answer)
+    if stats is None:
         return
     for key, value in stats.items():
         if key not in ("tier", "status", "note"):
             click.echo(f"{key:>15}: {value}")
+
+
+Answer = Callable[[Settings, Reader], dict[str, Any]]
+
+
+def _listing(obj: Context, as_json: bool, answer: Answer) -> dict[str, Any] | None:
+    """The answer of a listing command; printed as JSON (and None returned) with --json."""
+    settings = prologue(obj, as_json)
+    with Reader(settings) as reader:
+        data = answer(settings, reader)
+    if as_json:
+        echo_json(data)
+        return None
+    return data

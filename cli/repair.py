@@ -7,7 +7,7 @@ import sys
 import click
 
 from cli.app import Context, cli, echo_json, pass_context, prologue
-from config.errors import EXIT_BUSY, EXIT_FAILURE, IndexNotBuilt, StoreBusy
+from config.errors import EXIT_BUSY, EXIT_FAILURE
 from pipeline.integrity import (
     INDEX,
     REBUILD,
@@ -100,16 +100,6 @@ def vacuum_command(obj: Context) -> None:
     write lock (exit 75 while a run holds it); needs free disk about the size of the store.
     """
     settings = prologue(obj, False)
-    if not settings.db_path.is_file():
-        raise IndexNotBuilt(f"no index at {settings.db_path}; run `knowledge index` first")
-    lock = WriteLock(settings.store_dir)
-    try:
-        lock.acquire("knowledge vacuum")
-    except StoreBusy as exc:
-        raise StoreBusy(f"{exc}; `knowledge vacuum` needs the store to itself: run it when the run ends "
-                        "(or stop the `knowledge writer`)") from None
-    try:
+    with WriteLock.exclusively(settings.db_path, "knowledge vacuum"):
         before, after = compact(settings.db_path)
-    finally:
-        lock.release()
     click.echo(f"vacuum: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB ({settings.db_path})")

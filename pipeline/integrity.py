@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from config.errors import IndexNotBuilt, StoreBusy, StoreDamaged, StoreError
+from config.errors import IndexNotBuilt, StoreDamaged, StoreError
 from pipeline import db, schema, vector_codes, vectors
 from pipeline.db import Connection
 from pipeline.lock import WriteLock
@@ -156,7 +156,7 @@ def check_store(db_path: Path, full: bool = False) -> Report:
     reported as not run.
     """
     if not db_path.is_file() and not db_path.is_symlink():
-        raise IndexNotBuilt(f"no index at {db_path}; run `knowledge index` first")
+        raise IndexNotBuilt.at(db_path)
     lock = WriteLock(db_path.parent)
     try:
         lock.acquire("knowledge check")
@@ -334,15 +334,7 @@ def rebuild_store(db_path: Path) -> Repair:
     Raises StoreBusy (exit 75) when a run holds the lock, IndexNotBuilt without a store, and
     StoreDamaged naming `reset --force` and `index` when the file itself is damaged.
     """
-    if not db_path.is_file() and not db_path.is_symlink():
-        raise IndexNotBuilt(f"no index at {db_path}; run `knowledge index` first")
-    lock = WriteLock(db_path.parent)
-    try:
-        lock.acquire("knowledge rebuild")
-    except StoreBusy as exc:
-        raise StoreBusy(f"{exc}; `knowledge rebuild` needs the store to itself: run it when the run ends "
-                        "(or stop the `knowledge writer`)") from None
-    try:
+    with WriteLock.exclusively(db_path, "knowledge rebuild"):
         try:
             conn = db.open_writer(db_path)
         except StoreDamaged as exc:
@@ -362,8 +354,6 @@ def rebuild_store(db_path: Path) -> Repair:
             return Repair(actions, check(conn, db_path, writable=True))
         finally:
             conn.close()
-    finally:
-        lock.release()
 
 
 def _unrepairable(db_path: Path, what: str) -> StoreDamaged:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from config.errors import StoreBusy
+from config.errors import IndexNotBuilt, StoreBusy
 from pipeline.db import ensure_store_dir, refuse_symlink
 
 LOCK_NAME = "write.lock"
@@ -47,6 +49,26 @@ class WriteLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+    @classmethod
+    @contextmanager
+    def exclusively(cls, db_path: Path, command: str) -> Iterator[WriteLock]:
+        """The lock of an existing store held for a maintenance command (`knowledge rebuild`, `vacuum`).
+
+        IndexNotBuilt without a store; StoreBusy (exit 75) naming why when a run or a writer holds it.
+        """
+        if not db_path.is_file() and not db_path.is_symlink():
+            raise IndexNotBuilt.at(db_path)
+        lock = cls(db_path.parent)
+        try:
+            lock.acquire(command)
+        except StoreBusy as exc:
+            raise StoreBusy(f"{exc}; `{command}` needs the store to itself: run it when the run ends "
+                            "(or stop the `knowledge writer`)") from None
+        try:
+            yield lock
+        finally:
+            lock.release()
 
     def __enter__(self) -> WriteLock:
         self.acquire()

@@ -57,16 +57,20 @@ OK_SEARCH_NOTE = (
 )
 
 
+def _failed(exc: KnowledgeError, query: str, listing: str) -> dict[str, Any]:
+    """The answer of a tool call that could not run: query_error for the query's own fault, else error."""
+    status = STATUS_QUERY_ERROR if isinstance(exc, QueryError) else STATUS_ERROR
+    return {"framing": FRAMING, "status": status, "note": str(exc), "query": query, listing: []}
+
+
 def knowledge_search(settings: Settings, query: str, top_k: int | None = None) -> dict[str, Any]:
     """The knowledge_search tool: ranked, cited sections within the text budget; never raises."""
     query = scrub(query)
     try:
         response = search(settings, query, top_k)
         mapper = CitationMapper.from_settings(settings)
-    except QueryError as exc:
-        return {"framing": FRAMING, "status": STATUS_QUERY_ERROR, "note": str(exc), "query": query, "results": []}
     except KnowledgeError as exc:
-        return {"framing": FRAMING, "status": STATUS_ERROR, "note": str(exc), "query": query, "results": []}
+        return _failed(exc, query, "results")
     hits = [hit_json(h, mapper) for h in response.hits]
     fitted = budget.fit(hits, budget.hit_size, budget.search_budget(settings))
     notes: list[str] = []
@@ -96,10 +100,8 @@ def knowledge_enumerate(settings: Settings, query: str) -> dict[str, Any]:
         room = budget.enumerate_budget(settings)
         result = enumerate_documents(settings, query, limit=budget.most_entries(room))
         mapper = CitationMapper.from_settings(settings)
-    except QueryError as exc:
-        return {"framing": FRAMING, "status": STATUS_QUERY_ERROR, "note": str(exc), "query": query, "documents": []}
     except KnowledgeError as exc:
-        return {"framing": FRAMING, "status": STATUS_ERROR, "note": str(exc), "query": query, "documents": []}
+        return _failed(exc, query, "documents")
     entries = [document_json(d, mapper) for d in result.documents]
     fitted = budget.fit(entries, budget.entry_size, room, offered=result.matched)
     note = ok_note(result, shown=result.matched) if result.status == "ok" else result.note

@@ -68,3 +68,15 @@ def env_clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if key.startswith("KNOWLEDGE_"):
             monkeypatch.delenv(key)
     yield
+
+
+def damage_store(db_path: Path, *statements: str) -> None:
+    """Run raw SQL on a store behind the writer's back (the faults a test injects)."""
+    from pipeline import db
+
+    conn = db.open_writer(db_path)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.close()

@@ -12,6 +12,7 @@ from config.settings import Settings
 from pipeline import db, integrity, schema
 from pipeline.lock import WriteLock
 from pipeline.store import Store, compact, reset
+from tests.conftest import damage_store
 from tests.query.stores import DOCS, build_store, store_settings
 
 
@@ -21,12 +22,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 def damage(settings: Settings, *statements: str) -> None:
-    conn = db.open_writer(settings.db_path)
-    try:
-        for statement in statements:
-            conn.execute(statement)
-    finally:
-        conn.close()
+    damage_store(settings.db_path, *statements)
 
 
 def garble(path: Path, size: int = 64 * 1024) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from config.settings import Settings
 from pipeline import db, integrity, schema, vectors
-from tests.conftest import write_tree
+from tests.conftest import damage_store, write_tree
 from tests.embedserver import EmbedServer
 from tests.workers.helpers import index
 
@@ -25,12 +25,7 @@ def settings(workdir: Path, make_settings: Callable[..., Settings], server: Embe
 
 
 def write(settings: Settings, *statements: str) -> None:
-    conn = db.open_writer(settings.db_path)
-    try:
-        for statement in statements:
-            conn.execute(statement)
-    finally:
-        conn.close()
+    damage_store(settings.db_path, *statements)
 
 
 def count(settings: Settings, table: str) -> int:
