@@ -14,10 +14,10 @@ from pipeline.integrity import (
     RESET,
     Report,
     check_store,
-    rebuild_store,
     way_forward,
 )
 from pipeline.lock import WriteLock
+from pipeline.repair import rebuild_store
 from pipeline.store import compact
 from query.terminal import clean
 

@@ -1,4 +1,4 @@
-"""Integrity of a store: find damage (check) and repair what `chunks` still holds (rebuild).
+"""Integrity of a store: find damage (check); pipeline/repair.py repairs what `chunks` still holds.
 
 `documents`, `chunks` and `meta` are the truth; the three FTS tables, the vocabulary, the triggers
 and the vector companions are derived from them, so damage there is repaired from the store
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import IndexNotBuilt, StoreDamaged, StoreError
-from pipeline import db, schema, vector_codes, vectors
+from pipeline import db, schema, vectors
 from pipeline.db import Connection
 from pipeline.lock import WriteLock
 
@@ -47,7 +47,6 @@ def way_forward(repair: str) -> str:
     return _WAY_FORWARD.get(repair, f"`{repair}`")
 
 
-_CJK = "chunks_fts_cjk"  # indexes only the chunks with CJK runs, as its triggers do
 _ROWS_SHOWN = 5
 
 
@@ -115,18 +114,6 @@ class Report:
             self.steps.append(Step(name, DAMAGED, "; ".join(f"{f.where}: {f.problem}" for f in found)))
         else:
             self.steps.append(Step(name, OK, passed))
-
-
-@dataclass
-class Repair:
-    """What `knowledge rebuild` did, and the check after it."""
-
-    actions: list[str]
-    after: Report
-
-    def to_json(self) -> dict[str, Any]:
-        """The `rebuild --json` shape."""
-        return {"actions": self.actions, "after": self.after.to_json()}
 
 
 # -- cheap probes, for readers and the writer's open ---------------------------------------------
@@ -300,10 +287,10 @@ def _vectors(conn: Connection) -> tuple[list[Finding], str]:
     if schema.VECTORS not in names:
         return [], "no vector table (lexical store)"
     found: list[Finding] = []
-    orphans = _count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT id FROM chunks)")
+    orphans = count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT id FROM chunks)")
     if orphans:
         found.append(Finding("vectors", schema.VECTORS, f"{orphans} vectors belong to no section", REBUILD))
-    missing = _count(conn, f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
+    missing = count(conn, f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
     if missing:
         docs = len(vectors.missing_vector_paths(conn))
         found.append(Finding("vectors", schema.VECTORS, f"{missing} sections in {docs} documents have no vector",
@@ -311,9 +298,9 @@ def _vectors(conn: Connection) -> tuple[list[Finding], str]:
     for companion in (schema.CODES, schema.FLOATS):
         if companion not in names:
             continue
-        stray = _count(conn, f"SELECT count(*) FROM {companion} WHERE chunk_id NOT IN"
+        stray = count(conn, f"SELECT count(*) FROM {companion} WHERE chunk_id NOT IN"
                              f" (SELECT chunk_id FROM {schema.VECTORS})")
-        lacking = _count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN"
+        lacking = count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN"
                                f" (SELECT chunk_id FROM {companion})")
         if stray or lacking:
             found.append(Finding("vectors", companion,
@@ -321,106 +308,5 @@ def _vectors(conn: Connection) -> tuple[list[Finding], str]:
     return found, "every section has exactly one vector"
 
 
-def _count(conn: Connection, sql: str) -> int:
+def count(conn: Connection, sql: str) -> int:
     return int(conn.execute(sql).fetchone()[0])
-
-
-# -- rebuild ----------------------------------------------------------------------------------------
-
-
-def rebuild_store(db_path: Path) -> Repair:
-    """Repair every derived part of the store from chunks, under the write lock.
-
-    Raises StoreBusy (exit 75) when a run holds the lock, IndexNotBuilt without a store, and
-    StoreDamaged naming `reset --force` and `index` when the file itself is damaged.
-    """
-    with WriteLock.exclusively(db_path, "knowledge rebuild"):
-        try:
-            conn = db.open_writer(db_path)
-        except StoreDamaged as exc:
-            raise _unrepairable(db_path, str(exc.__cause__ or exc)) from exc
-        try:
-            before = check(conn, db_path, writable=True)
-            if before.file_damaged:
-                what = "; ".join(f.problem if f.where == str(db_path) else f"{f.where}: {f.problem}"
-                                 for f in before.findings if f.repair == RESET)
-                raise _unrepairable(db_path, what)
-            try:
-                actions = _repair(conn, before)
-            except db.DatabaseError as exc:
-                if db.is_damage(exc):
-                    raise _unrepairable(db_path, str(exc)) from exc
-                raise
-            return Repair(actions, check(conn, db_path, writable=True))
-        finally:
-            conn.close()
-
-
-def _unrepairable(db_path: Path, what: str) -> StoreDamaged:
-    return StoreDamaged(
-        f"the file {db_path} itself is damaged ({what}); rebuild cannot repair it in place. The documents on "
-        "disk are untouched: run `knowledge reset --force`, then `knowledge index` to index them again"
-    )
-
-
-def _repair(conn: Connection, before: Report) -> list[str]:
-    actions: list[str] = []
-    names = schema.table_names(conn)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        schema.drop_fts_triggers(conn)  # out of the way while the FTS tables are rebuilt
-        schema.ensure(conn)  # missing FTS tables, the vocabulary and the triggers come back
-        created = sorted((schema.table_names(conn) - names) - set(schema.TRIGGERS))
-        if created:
-            actions.append(f"recreated {', '.join(created)}")
-        schema.ensure_vector_triggers(conn)
-        missing = [f.where for f in before.findings if f.area == "schema" and f.problem == "trigger is missing"]
-        if missing:
-            actions.append(f"recreated trigger(s) {', '.join(missing)}")
-        orphans = conn.execute("DELETE FROM chunks WHERE document_id NOT IN (SELECT id FROM documents)").rowcount
-        if orphans:
-            actions.append(f"deleted {orphans} sections that belonged to no document")
-        for table in schema.FTS_TABLES:
-            _rebuild_fts(conn, table)
-        actions.append(f"rebuilt {', '.join(schema.FTS_TABLES)} from chunks")
-        actions += _repair_vectors(conn, names)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return actions
-
-
-def _rebuild_fts(conn: Connection, table: str) -> None:
-    if table == _CJK:  # only chunks with CJK runs, exactly as the triggers index them
-        conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
-        conn.execute(f"INSERT INTO {table}(rowid, cjk) SELECT id, cjk FROM chunks WHERE cjk != ''")
-    else:
-        conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
-
-
-def _repair_vectors(conn: Connection, names: set[str]) -> list[str]:
-    if schema.VECTORS not in names:
-        return []
-    actions: list[str] = []
-    orphans = conn.execute(
-        f"DELETE FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT id FROM chunks)"
-    ).rowcount
-    if orphans:
-        actions.append(f"dropped {orphans} vectors that belonged to no section")
-    if {schema.CODES, schema.FLOATS} & names:
-        pinned = vectors.pinned_identity(schema.read_meta(conn))
-        out_of_step = any(
-            _count(conn, f"SELECT count(*) FROM {c} WHERE chunk_id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
-            or _count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT chunk_id FROM {c})")
-            for c in (schema.CODES, schema.FLOATS) if c in names
-        ) or not vector_codes.ready(conn)
-        if out_of_step and pinned is not None:
-            filled = vector_codes.install(conn, pinned.dimension)
-            actions.append(f"refilled {schema.CODES} and {schema.FLOATS} from {filled} vectors")
-    missing = vectors.missing_vector_paths(conn)
-    if missing:
-        actions.append(f"left {len(missing)} documents with sections lacking a vector for the next "
-                       f"`{INDEX}` to embed")
-    return actions
-

@@ -25,6 +25,7 @@ PATHS_AS_WALKED = 1
 TABLES = ("meta", "documents", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk", "chunks_vocab")
 CONTENT_TABLES = ("meta", "documents", "chunks")  # the truth: everything else is derived from them
 FTS_TABLES = ("chunks_fts", "chunks_fts_exact", "chunks_fts_cjk")
+FTS_CJK = "chunks_fts_cjk"  # indexes only the chunks with CJK runs, as its triggers do
 VOCAB_TABLE = "chunks_vocab"
 TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")  # keep every FTS table in step with chunks
 

@@ -9,7 +9,7 @@ import pytest
 
 from config.errors import StoreBusy, StoreDamaged
 from config.settings import Settings
-from pipeline import db, integrity, schema
+from pipeline import db, integrity, repair, schema
 from pipeline.lock import WriteLock
 from pipeline.store import Store, compact, reset
 from tests.conftest import damage_store
@@ -49,22 +49,22 @@ def test_an_emptied_fts_index_is_found_and_rebuilt_from_chunks(settings: Setting
     damage(settings, "INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all')")
     report = integrity.check_store(settings.db_path)
     assert areas(report) == {("fts", "chunks_fts")} and not report.file_damaged
-    repair = integrity.rebuild_store(settings.db_path)
-    assert repair.after.ok and integrity.check_store(settings.db_path).ok
+    repaired = repair.rebuild_store(settings.db_path)
+    assert repaired.after.ok and integrity.check_store(settings.db_path).ok
 
 
 def test_fts_drift_the_row_count_misses_is_found_by_the_content_cross_check(settings: Settings) -> None:
     damage(settings, "DROP TRIGGER chunks_au", "UPDATE chunks SET body = 'rewritten words only' WHERE id = 1")
     report = integrity.check_store(settings.db_path)
     assert ("fts", "chunks_fts") in areas(report) and ("schema", "chunks_au") in areas(report)
-    assert integrity.rebuild_store(settings.db_path).after.ok
+    assert repair.rebuild_store(settings.db_path).after.ok
 
 
 def test_corrupt_fts_segments_are_index_damage_that_rebuild_repairs_not_file_damage(settings: Settings) -> None:
     damage(settings, "UPDATE chunks_fts_data SET block = randomblob(length(block)) WHERE id > 10")
     report = integrity.check_store(settings.db_path)
     assert ("fts", "chunks_fts") in areas(report) and not report.file_damaged
-    assert integrity.rebuild_store(settings.db_path).after.ok
+    assert repair.rebuild_store(settings.db_path).after.ok
 
 
 def test_a_dropped_trigger_is_found_and_recreated(settings: Settings) -> None:
@@ -72,8 +72,8 @@ def test_a_dropped_trigger_is_found_and_recreated(settings: Settings) -> None:
     assert areas(integrity.check_store(settings.db_path)) == {("schema", "chunks_ad")}
     with pytest.raises(StoreDamaged, match=r"trigger chunks_ad is missing.*knowledge rebuild"):
         Store(settings.db_path)  # a writer would leave FTS ghosts: it refuses
-    repair = integrity.rebuild_store(settings.db_path)
-    assert any("chunks_ad" in a for a in repair.actions) and repair.after.ok
+    repaired = repair.rebuild_store(settings.db_path)
+    assert any("chunks_ad" in a for a in repaired.actions) and repaired.after.ok
     store = Store(settings.db_path)
     store.remove(["docs/api.md"])
     store.close()
@@ -85,8 +85,8 @@ def test_a_dropped_fts_table_and_orphan_chunks_are_repaired(settings: Settings) 
            "DELETE FROM documents WHERE path = 'notes.md'")
     found = areas(integrity.check_store(settings.db_path))
     assert ("schema", "chunks_fts_cjk") in found and ("chunks", "chunks") in found
-    repair = integrity.rebuild_store(settings.db_path)
-    assert repair.after.ok, repair.after.findings
+    repaired = repair.rebuild_store(settings.db_path)
+    assert repaired.after.ok, repaired.after.findings
 
 
 def test_garbage_in_the_file_is_reported_as_file_damage_that_rebuild_will_not_pretend_to_fix(
@@ -97,7 +97,7 @@ def test_garbage_in_the_file_is_reported_as_file_damage_that_rebuild_will_not_pr
     report = integrity.check_store(settings.db_path)
     assert not report.ok and report.file_damaged
     with pytest.raises(StoreDamaged, match=r"itself is damaged.*knowledge reset --force.*knowledge index"):
-        integrity.rebuild_store(settings.db_path)
+        repair.rebuild_store(settings.db_path)
 
 
 def test_rebuild_exits_busy_while_a_run_holds_the_lock_and_check_says_what_did_not_run(settings: Settings) -> None:
@@ -105,7 +105,7 @@ def test_rebuild_exits_busy_while_a_run_holds_the_lock_and_check_says_what_did_n
     lock.acquire("a run")
     try:
         with pytest.raises(StoreBusy) as caught:
-            integrity.rebuild_store(settings.db_path)
+            repair.rebuild_store(settings.db_path)
         assert caught.value.exit_code == 75
         report = integrity.check_store(settings.db_path)
         assert report.ok and not report.complete

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from pipeline import db, integrity, schema, vectors
+from pipeline import db, integrity, repair, schema, vectors
 from tests.conftest import damage_store, write_tree
 from tests.embedserver import EmbedServer
 from tests.workers.helpers import index
@@ -47,9 +47,9 @@ def test_an_orphan_vector_is_found_and_dropped_by_rebuild(settings: Settings) ->
     write(settings, f"INSERT INTO {schema.VECTORS}(chunk_id, embedding) VALUES (99999, X'{blob.hex()}')")
     report = integrity.check_store(settings.db_path)
     assert {(f.where, f.repair) for f in report.findings} >= {(schema.VECTORS, integrity.REBUILD)}
-    repair = integrity.rebuild_store(settings.db_path)
-    assert any("dropped 1 vectors" in a for a in repair.actions)
-    assert repair.after.ok and count(settings, schema.VECTORS) == 24
+    repaired = repair.rebuild_store(settings.db_path)
+    assert any("dropped 1 vectors" in a for a in repaired.actions)
+    assert repaired.after.ok and count(settings, schema.VECTORS) == 24
 
 
 def test_a_missing_vector_is_found_left_for_the_next_run_which_embeds_it(settings: Settings) -> None:
@@ -57,9 +57,9 @@ def test_a_missing_vector_is_found_left_for_the_next_run_which_embeds_it(setting
     report = integrity.check_store(settings.db_path)
     missing = [f for f in report.findings if f.repair == integrity.INDEX]
     assert missing and "1 sections in 1 documents have no vector" in missing[0].problem
-    repair = integrity.rebuild_store(settings.db_path)
-    assert any("next `knowledge index`" in a for a in repair.actions)
-    assert [f.repair for f in repair.after.findings] == [integrity.INDEX]
+    repaired = repair.rebuild_store(settings.db_path)
+    assert any("next `knowledge index`" in a for a in repaired.actions)
+    assert [f.repair for f in repaired.after.findings] == [integrity.INDEX]
     assert index(settings).state == "complete"
     assert integrity.check_store(settings.db_path).ok and count(settings, schema.VECTORS) == 24
 
@@ -69,8 +69,8 @@ def test_companion_rows_out_of_step_are_refilled_from_the_vectors(settings: Sett
                     " LIMIT 3)", f"DROP TRIGGER {schema.VECTORS_TRIGGER}")
     found = {f.where for f in integrity.check_store(settings.db_path).findings}
     assert found == {schema.FLOATS, schema.VECTORS_TRIGGER}
-    repair = integrity.rebuild_store(settings.db_path)
-    assert repair.after.ok and count(settings, schema.FLOATS) == 24
+    repaired = repair.rebuild_store(settings.db_path)
+    assert repaired.after.ok and count(settings, schema.FLOATS) == 24
 
 
 def test_search_and_index_meet_a_damaged_store_with_one_line(
