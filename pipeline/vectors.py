@@ -139,18 +139,20 @@ def probe_server(settings: EmbeddingsSettings, environ: Mapping[str, str] | None
             ) from exc
 
 
-def plan(settings: Settings, reindex: bool, probe: Probe | None = None) -> VectorPlan | None:
+def plan(settings: Settings, reindex: bool, probe: Probe | None = None,
+         conn: Connection | None = None) -> VectorPlan | None:
     """Reconcile the live server with the pinned manifest; None when embeddings are not configured.
 
     Raises EmbeddingUnavailable when the server cannot be probed and VectorIdentityMismatch when
-    the index holds vectors of another identity and `reindex` is off. Reads the store read-only.
+    the index holds vectors of another identity and `reindex` is off. Reads the store read-only
+    (through conn, when the caller has it open).
     """
     emb = settings.embeddings
     if emb is None:
         return None
     probe = probe or probe_server(emb)
     wanted = configured_identity(emb, probe.dimension)
-    pinned, missing = _stored_state(settings.db_path)
+    pinned, missing = _stored_state(settings.db_path, conn)
     if pinned is not None and pinned != wanted:
         if not reindex:
             raise mismatch(settings.db_path, pinned, wanted)
@@ -159,11 +161,11 @@ def plan(settings: Settings, reindex: bool, probe: Probe | None = None) -> Vecto
                       batch_size=emb.batch_size)
 
 
-def _stored_state(db_path: Path) -> tuple[VectorIdentity | None, frozenset[str]]:
+def _stored_state(db_path: Path, open_conn: Connection | None = None) -> tuple[VectorIdentity | None, frozenset[str]]:
     """The pinned identity and the paths of documents holding a chunk without a vector."""
-    if not db_path.is_file():
+    if open_conn is None and not db_path.is_file():
         return None, frozenset()
-    conn = db.connect_readonly(db_path)
+    conn = open_conn or db.connect_readonly(db_path)
     try:
         names = schema.table_names(conn)
         if "meta" not in names or "chunks" not in names:
@@ -171,7 +173,8 @@ def _stored_state(db_path: Path) -> tuple[VectorIdentity | None, frozenset[str]]
         pinned = pinned_identity(schema.read_meta(conn))
         return pinned, frozenset(missing_vector_paths(conn, schema.VECTORS in names))
     finally:
-        conn.close()
+        if open_conn is None:
+            conn.close()
 
 
 def missing_vector_paths(conn: Connection, has_table: bool = True) -> list[str]:

@@ -83,15 +83,22 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def read_stored(settings: Settings) -> dict[str, StoredStat]:
-    """The store's fingerprints, read-only (empty when there is no index yet)."""
+@dataclass(frozen=True)
+class StoreState:
+    """What a run needs to know of the store before it enqueues, read in one read-only open."""
+
+    stored: dict[str, StoredStat]
+    vector_plan: VectorPlan | None
+
+
+def read_state(settings: Settings, reindex: bool, probe: Probe | None = None) -> StoreState:
+    """The store's fingerprints and the run's vector plan (the server probed when configured)."""
     if not settings.db_path.is_file():
-        return {}
+        return StoreState({}, vectors.plan(settings, reindex, probe))
     conn = db.connect_readonly(settings.db_path)
     try:
-        if not schema.exists(conn, "documents"):
-            return {}
-        return stored_stats(conn)
+        stored = stored_stats(conn) if schema.exists(conn, "documents") else {}
+        return StoreState(stored, vectors.plan(settings, reindex, probe, conn))
     finally:
         conn.close()
 
@@ -110,7 +117,8 @@ def plan_and_enqueue(
     summary.
     """
     base = PathBase.at(settings.path_base)
-    vector_plan = vectors.plan(settings, request.reindex, probe)
+    state = read_state(settings, request.reindex, probe)
+    stored, vector_plan = state.stored, state.vector_plan
     info: dict[str, Any] = {"roots": [base.stored(r) for r in targets.roots], "explicit": targets.explicit,
                             "reindex": request.reindex, "started": time.time(), "base": base.directory}
     if targets.urls:
@@ -118,7 +126,6 @@ def plan_and_enqueue(
     if vector_plan is not None:
         info["vectors"] = vector_plan.to_info()
     ledger.start(run_id, info)
-    stored = read_stored(settings)
     found = survey(settings, targets.roots, stored, request.reindex, settings.store_dir)
     if vector_plan is not None:
         found.backfill(vector_plan.backfill)
@@ -149,8 +156,8 @@ def plan_and_enqueue(
 
 def dry_run(settings: Settings, request: RunRequest, targets: Targets) -> tuple[Preview, VectorPlan | None]:
     """What a run of request would do, and its vector plan (the server probed); nothing is written."""
-    vector_plan = vectors.plan(settings, request.reindex)
-    stored = read_stored(settings)
+    state = read_state(settings, request.reindex)
+    stored, vector_plan = state.stored, state.vector_plan
     found = survey(settings, targets.roots, stored, request.reindex, settings.store_dir)
     return preview(found, stored), vector_plan
 
