@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from config.settings import Settings
-from query.citations import CitationMapper
 from query.reader import Reader
 from query.tier import tier_line
 
@@ -18,6 +17,8 @@ STATUS_OK = "ok"
 
 def sources_answer(settings: Settings, reader: Reader) -> dict[str, Any]:
     """Every indexed document by path, with chunk count, time of indexing and mapped citation."""
+    from query.citations import CitationMapper  # the rules compile only when a listing is asked for
+
     rows = reader.sources()
     mapper = CitationMapper.from_settings(settings)
     for row in rows:

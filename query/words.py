@@ -16,8 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex  # type: ignore[import-untyped]
-
 from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
@@ -231,6 +229,8 @@ def matching_words(pattern: str, words: list[str]) -> list[str] | None:
     killed. The `regex` engine (re's syntax and semantics in its VERSION0 mode) takes a timeout per
     call, checked inside the match; every call gets what is left of one deadline for the whole scan.
     """
+    import regex  # type: ignore[import-untyped]  # only a pattern scan pays for the bounded engine
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
