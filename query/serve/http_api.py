@@ -1,11 +1,15 @@
-"""`knowledge serve`: MCP over streamable HTTP and a small JSON API on one port.
+"""`knowledge serve`: MCP over streamable HTTP, a small JSON API and the search page on one port.
 
-Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/sources, /v1/stats and /healthz.
-Every request passes the Guard first: its Host must be a loopback name, the bound address or one of
-expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin header, when a browser sends one, must
-be listed in expose.mcp.allowed_origins (none by default); and with a token configured every route
-but /healthz needs `Authorization: Bearer <token>`. /v1/search and /v1/match answer only when their
-tool (knowledge_search, knowledge_enumerate) is exposed, exactly as over MCP.
+Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/sources, /v1/stats and /healthz,
+and the search page's routes (query/serve/site.py: /, /show/..., /sources, /stats, /login, /logout,
+/static/...). Every request passes the Guard first: its Host must be a loopback name, the bound
+address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin header, when a
+browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be this very
+server (the Host it asked for: the page's own form posts); and with a token configured every route
+but /healthz, the sign-in form and the page's static files needs `Authorization: Bearer <token>`,
+which on the page's routes the session cookie of the sign-in form stands in for. /v1/search and
+/v1/match (and the page's two modes) answer only when their tool (knowledge_search,
+knowledge_enumerate) is exposed, exactly as over MCP.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import json
 import sys
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -29,6 +34,7 @@ from query.citations import CitationMapper
 from query.enumerate import DEFAULT_LIMIT, checked_limit, enumerate_documents, to_json
 from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Reader, not_built_note, open_reader
+from query.serve import site
 from query.serve.mcp_server import build_server
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -63,6 +69,7 @@ class Guard:
             self.hosts.add(host_name(bind_host))
         self.origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.token = token
+        self.session = site.session_value(token) if token is not None else None
 
     def host_allowed(self, header: str | None) -> bool:
         """Whether a Host header names this server."""
@@ -71,13 +78,25 @@ class Guard:
         value = header.strip().lower()
         return value in self.hosts or host_name(value) in self.hosts
 
-    def origin_allowed(self, header: str | None) -> bool:
-        """Whether a request's Origin (absent for non-browser clients) is allowed."""
-        return header is None or header.rstrip("/").lower() in self.origins
+    def origin_allowed(self, header: str | None, host: str | None = None) -> bool:
+        """Whether a request's Origin (absent for non-browser clients) is allowed: listed, or this server itself.
 
-    def token_ok(self, header: str | None) -> bool:
-        """Whether the Authorization header carries the configured bearer token."""
+        "This server" is an Origin whose host and port are the Host the request names (already checked).
+        """
+        if header is None or header.rstrip("/").lower() in self.origins:
+            return True
+        try:
+            own = urlsplit(header.strip().lower())
+        except ValueError:
+            return False
+        return bool(host) and own.scheme in ("http", "https") and own.netloc == (host or "").strip().lower()
+
+    def token_ok(self, header: str | None, cookie: str | None = None) -> bool:
+        """Whether the Authorization header carries the configured bearer token (or the cookie its session)."""
         if self.token is None:
+            return True
+        if cookie is not None and self.session is not None and hmac.compare_digest(cookie.encode(),
+                                                                                    self.session.encode()):
             return True
         scheme, _, value = (header or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
@@ -87,15 +106,20 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        path = str(scope.get("path", ""))
+        page = site.owns(path)
+        cookie = cookie_parser(headers.get("cookie", "")).get(site.COOKIE) if page else None
         refusal: Response | None = None
         if not self.host_allowed(headers.get("host")):
             refusal = _refuse(421, "host_refused", "the Host header names no address this server answers to; "
                                                     "add it to knowledge.expose.mcp.allowed_hosts")
-        elif not self.origin_allowed(headers.get("origin")):
+        elif not self.origin_allowed(headers.get("origin"), headers.get("host")):
             refusal = _refuse(403, "origin_refused",
                               "browser origins are refused unless listed in knowledge.expose.mcp.allowed_origins")
-        elif scope.get("path") not in OPEN_PATHS and not self.token_ok(headers.get("authorization")):
-            refusal = _refuse(401, "unauthorized", "this server requires `Authorization: Bearer <token>`")
+        elif (path not in OPEN_PATHS and not (page and site.open_path(path))
+              and not self.token_ok(headers.get("authorization"), cookie)):
+            refusal = site.sign_in_refusal(path) if page else _refuse(
+                401, "unauthorized", "this server requires `Authorization: Bearer <token>`")
             refusal.headers["WWW-Authenticate"] = "Bearer"
         if refusal is not None:
             if scope["type"] == "websocket":
@@ -192,7 +216,7 @@ def _not_served(tool: str) -> dict[str, str]:
 def build_app(
     settings: Settings, host: str, token: str | None = None, warn: Callable[[str], None] | None = None
 ) -> ASGIApp:
-    """The guarded ASGI app: the MCP endpoint and the JSON API."""
+    """The guarded ASGI app: the MCP endpoint, the JSON API and the search page."""
     server = build_server(settings, warn=warn)
     served = tuple(tool.name for tool in tools.exposure(settings).served)
     api = JsonApi(settings, served)
@@ -204,6 +228,8 @@ def build_app(
         ("/v1/stats", api.stats),
     ):
         server.custom_route(path, methods=["GET"])(handler)
+    for path, methods, page_handler in site.Site(settings, served, token).routes():
+        server.custom_route(path, methods=methods)(page_handler)
     # The Guard below does the Host/Origin checks for every route, the MCP endpoint included.
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -228,5 +254,6 @@ def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
              "set knowledge.expose.mcp.token_env")
     app = build_app(settings, host, token, warn)
     shown = f"[{host}]" if ":" in host else host
-    print(f"knowledge: serving http://{shown}:{port} (MCP at {MCP_PATH}, JSON API at /v1)", file=sys.stderr, flush=True)
+    print(f"knowledge: serving http://{shown}:{port} (search page at /, MCP at {MCP_PATH}, JSON API at /v1)",
+          file=sys.stderr, flush=True)
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)).run()
