@@ -69,6 +69,19 @@ def excerpt(content: str, query: LexicalQuery, width: int = EXCERPT_CHARS) -> li
         blank = text.rfind(" ", start, end)
         end = blank if blank > start + width // 2 else end
     segments: list[Segment] = [Segment(ELLIPSIS)] if start > 0 else []
+    segments += _segments(text, spans, start, end)
+    if end < len(text):
+        segments.append(Segment(ELLIPSIS))
+    return segments
+
+
+def marks(text: str, query: LexicalQuery) -> list[Segment]:
+    """All of text (a heading trail, say) as segments, query words marked."""
+    return _segments(text, matched_spans(text, query), 0, len(text))
+
+
+def _segments(text: str, spans: list[tuple[int, int]], start: int, end: int) -> list[Segment]:
+    segments: list[Segment] = []
     at = start
     for s, e in spans:
         if e <= start or s >= end:
@@ -80,6 +93,4 @@ def excerpt(content: str, query: LexicalQuery, width: int = EXCERPT_CHARS) -> li
         at = e
     if at < end:
         segments.append(Segment(text[at:end]))
-    if end < len(text):
-        segments.append(Segment(ELLIPSIS))
     return segments

@@ -122,6 +122,7 @@ def layout(title: str, body: str, signed_in: bool = False, current: str = "") ->
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="color-scheme" content="light dark">\n'
         f"<title>{text(title)} · knowledge</title>\n"
+        '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">\n'
         '<link rel="stylesheet" href="/static/page.css">\n'
         '<script src="/static/page.js" defer></script>\n</head>\n<body>\n'
         '<a class="skip" href="#main">Skip to content</a>\n'
@@ -199,8 +200,10 @@ def _plain(value: object) -> str:
     return str(value)
 
 
-def search_results(query: str, answer: Mapping[str, Any], snippets: Sequence[list[Segment]]) -> str:
-    """The ranked sections: heading trail linked to the section, marked excerpt, citation, details."""
+def search_results(query: str, answer: Mapping[str, Any], snippets: Sequence[list[Segment]],
+                   trails: Sequence[list[Segment]]) -> str:
+    """The ranked sections: heading trail (query words marked) linked to the section, marked excerpt,
+    citation, details."""
     hits: list[dict[str, Any]] = answer["results"]
     head = (f'<h2 id="results-heading">{len(hits)} {"section" if len(hits) == 1 else "sections"} '
             f"for “{text(query)}”</h2>")
@@ -208,10 +211,10 @@ def search_results(query: str, answer: Mapping[str, Any], snippets: Sequence[lis
     if not hits:
         return f'<section aria-labelledby="results-heading">{head}{body}</section>'
     items = []
-    for hit, segments in zip(hits, snippets):
-        trail = hit["section"] or hit["path"]
+    for hit, segments, trail in zip(hits, snippets, trails):
+        heading = marked(trail) if hit["section"] else text(hit["path"])
         items.append(
-            f'<li class="hit"><h3><a href="{attr(section_href(hit["index_ref"]))}">{text(trail)}</a></h3>'
+            f'<li class="hit"><h3><a href="{attr(section_href(hit["index_ref"]))}">{heading}</a></h3>'
             f'<p class="path">{text(hit["path"])}</p>'
             f'<p class="snippet">{marked(segments)}</p>'
             f'{citation_line(hit["citation"], hit["index_ref"])}{details(hit)}</li>'

@@ -26,7 +26,7 @@ from config.errors import KnowledgeError, QueryError
 from config.settings import MAX_TOP_K, Settings
 from query.citations import CitationMapper
 from query.enumerate import DEFAULT_LIMIT, document_json, enumerate_documents
-from query.highlight import excerpt
+from query.highlight import excerpt, marks
 from query.listing import sources_answer, stats_answer
 from query.match_query import scrub
 from query.reader import Reader, not_built_note, open_reader, parse_ref
@@ -36,13 +36,14 @@ from query.terms import build_query
 
 COOKIE = "knowledge_session"
 SHOW_PREFIX = "/show/"
-STATIC = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8"}
+STATIC = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # not no-referrer: a form POST would then send Origin: null
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
@@ -135,7 +136,8 @@ class Site:
                   "results": [hit_json(h, mapper) for h in response.hits]}
         query = build_query(state.q)
         snippets = [excerpt(h.content, query) for h in response.hits]
-        return page.search_results(state.q, answer, snippets)
+        trails = [marks(h.section, query) for h in response.hits]
+        return page.search_results(state.q, answer, snippets, trails)
 
     def _match(self, reader: Reader, state: page.FormState) -> str:
         result = enumerate_documents(self.settings, state.q, state.top_k or DEFAULT_LIMIT, "matches", reader,

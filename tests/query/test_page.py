@@ -53,7 +53,7 @@ def test_the_home_page_is_a_labelled_search_form_under_the_page_headers(open_sit
     assert home.status_code == 200 and home.headers["content-type"].startswith("text/html")
     assert home.headers["content-security-policy"] == CSP and "script-src 'self'" in CSP
     assert home.headers["x-content-type-options"] == "nosniff"
-    assert home.headers["referrer-policy"] == "no-referrer"
+    assert home.headers["referrer-policy"] == "same-origin"
     body = home.text
     assert '<label for="q">' in body and 'id="q" name="q"' in body and "<main" in body and "<nav" in body
     assert 'href="/static/page.css"' in body and 'src="/static/page.js"' in body
