@@ -147,7 +147,9 @@ def main() -> None:
     store = build(args.out.resolve(), args.chunks, args.seed)
     settings = settings_from_mapping({"directory": str(store)})
     queries = sample_queries(settings, args.queries, args.seed)
-    proc, url = serve(store, args.out.resolve())
+    workdir = args.out.resolve() / f"serve-{args.chunks}"  # its knowledge.yaml must not be where index runs
+    workdir.mkdir(exist_ok=True)
+    proc, url = serve(store, workdir)
     try:
         result = {"chunks": args.chunks, "queries": len(queries), **measure(url, queries)}
     finally:

@@ -1,7 +1,7 @@
 """`knowledge serve`: MCP over streamable HTTP, a small JSON API and the search page on one port.
 
 Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/sources, /v1/stats and /healthz,
-and the search page's routes (query/serve/site.py: /, /show/..., /sources, /stats, /login, /logout,
+and the search page's routes (query/serve/page_routes.py: /, /show/..., /sources, /stats, /login, /logout,
 /static/...). Every request passes the Guard first: its Host must be a loopback name, the bound
 address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin header, when a
 browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be this very
@@ -34,7 +34,7 @@ from query.citations import CitationMapper
 from query.enumerate import DEFAULT_LIMIT, checked_limit, enumerate_documents, to_json
 from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Reader, not_built_note, open_reader
-from query.serve import site
+from query.serve import page_routes as site
 from query.serve.mcp_server import build_server
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})

@@ -12,7 +12,7 @@ import pytest
 from query.highlight import excerpt
 from query.serve.http_api import build_app
 from query.serve.page import section_href, text
-from query.serve.site import COOKIE, CSP
+from query.serve.page_routes import COOKIE, CSP
 from query.terms import build_query
 from tests.query.stores import DOCS, build_store, store_settings
 from tests.query.test_http_api import AUTH, RULES, TOKEN, Running
