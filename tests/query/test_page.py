@@ -180,3 +180,31 @@ def test_section_links_percent_encode_the_whole_ref() -> None:
     assert section_href("docs/a b.md#3") == "/show/docs/a%20b.md%233"
     assert section_href("docs/q?x.md#0") == "/show/docs/q%3Fx.md%230"
     assert section_href("docs/\udcff.md#1") == "/show/docs/%FF.md%231"
+
+
+def test_the_form_renders_whatever_filters_and_toggles_are_named_and_passes_them_by_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from query.serve import page as page_module
+
+    monkeypatch.setattr(page_module, "FILTER_FIELDS", (page_module.FilterField("path", "Path prefix", "docs/"),))
+    monkeypatch.setattr(page_module, "TOGGLES", (page_module.Toggle("explain", "Explain the ranking"),))
+    state = page_module.FormState(q="x", filters={"path": 'docs/"a'}, toggles={"explain": True})
+    form = page_module.search_form(state)
+    assert '<label for="f-path">Path prefix</label>' in form and 'value="docs/&quot;a"' in form
+    assert '<input type="checkbox" name="explain" value="1" checked>' in form
+    assert state.keywords() == {"path": 'docs/"a', "explain": True}
+    state.mode = "match"
+    assert state.keywords() == {"path": 'docs/"a'}  # the toggle names the search mode only
+    extra = page_module.details({"citation": "c", "explain": {"lexical_rank": 1, "note": "<b>"}})
+    assert extra == '<dl class="details"><dt>explain</dt><dd>lexical_rank: 1, note: &lt;b&gt;</dd></dl>'
+
+
+def test_only_an_http_citation_becomes_a_link() -> None:
+    from query.serve.page import citation_line
+
+    assert '<a class="mapped" href="https://d.example/a/?x=1&amp;y=2">' in citation_line(
+        "https://d.example/a/?x=1&y=2", "a.md#0")
+    for unsafe in ("javascript:alert(1)", "data:text/html,<script>x</script>", "file:///etc/passwd"):
+        line = citation_line(unsafe, "a.md#0")
+        assert "<a" not in line and "<script>" not in line
+    assert citation_line("a.md#0", "a.md#0") == '<p class="cite">Cite: <code>a.md#0</code></p>'
