@@ -80,3 +80,39 @@ def damage_store(db_path: Path, *statements: str) -> None:
             conn.execute(statement)
     finally:
         conn.close()
+
+
+@pytest.fixture(scope="session")
+def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated tree of a few thousand markdown files, shared by the session (only Redis tests use it:
+    tests/workers/test_distributed.py and the fault suite's distributed faults)."""
+    import time
+
+    from bench.corpus import generate
+    from tests.workers.cluster import CORPUS_FILES
+    from tests.workers.conftest import require_redis
+
+    require_redis()  # skip (or fail under CI) before spending seconds on the corpus and the reference store
+    root = tmp_path_factory.mktemp("corpus") / "docs"
+    generate(root, CORPUS_FILES, seed=11)
+    past = time.time() - 60  # out of the racy window, so a re-run needs no reads
+    for path in root.rglob("*.md"):
+        time_ns = int(past * 1e9)
+        os.utime(path, ns=(time_ns, time_ns))
+    return root
+
+
+@pytest.fixture(scope="session")
+def big_corpus_store(big_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store the embedded default builds from big_corpus (the reference a distributed run must equal)."""
+    import json
+    import subprocess
+
+    from tests.workers.cluster import CORPUS_FILES, clean_env, knowledge_bin
+
+    base = tmp_path_factory.mktemp("embedded")
+    result = subprocess.run([*knowledge_bin(), "index", str(big_corpus), "--json"], cwd=base,
+                            env=clean_env(KNOWLEDGE_STORE_DIR=str(base)), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["added"] == CORPUS_FILES
+    return base

@@ -88,7 +88,7 @@ def project(workdir: Path) -> Iterator[Project]:
 
 
 @pytest.fixture
-def vector_project(project: Project, server: EmbedServer) -> Project:  # noqa: F811
+def vector_project(project: Project, server: EmbedServer) -> Project:
     """The Project with embeddings on the loopback server: a store with vector tables."""
     (project.cwd / "knowledge.yaml").write_text(
         f"knowledge:\n  embeddings:\n    base_url: {server.base_url}\n    model: hashed-bow\n    timeout: 5\n",

@@ -29,7 +29,7 @@ DAMAGE = {
 
 
 @pytest.fixture
-def indexed(workdir: Path, run_cli: RunCli, server: EmbedServer) -> Invariants:  # noqa: F811
+def indexed(workdir: Path, run_cli: RunCli, server: EmbedServer) -> Invariants:
     (workdir / "knowledge.yaml").write_text(
         f"knowledge:\n  embeddings:\n    base_url: {server.base_url}\n    model: hashed-bow\n    timeout: 5\n",
         encoding="utf-8")

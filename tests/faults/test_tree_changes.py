@@ -34,7 +34,7 @@ def _assert_private_never_indexed(knowledge: Callable[..., tuple[int, str, str]]
 
 
 def test_every_kind_of_change_after_the_walk_costs_only_those_files(
-    workdir: Path, run_cli: RunCli, after_walk: Callable[[Callable[[], None]], None],  # noqa: F811
+    workdir: Path, run_cli: RunCli, after_walk: Callable[[Callable[[], None]], None],
 ) -> None:
     docs = workdir / "docs"
     write_tree(workdir, {f"docs/{d}/f{i}.md": f"# {d} {i}\n\nsteady words {d}{i}\n" for d in "abc" for i in range(5)})

@@ -8,20 +8,30 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
+from bench.corpus import sample_queries
 from config.loader import settings_from_mapping
 from config.settings import Settings
 from pipeline import db
+from query.lexical import search_ids
+from query.search import search
+from query.terms import build_query
+from tests.faults.invariants import Invariants, completed, integrity_problems
+from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
 from workers.broker import namespace
 from workers.ledger.redis_ledger import RedisLedger
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
+CORPUS_FILES = 3000  # the big_corpus fixture's size (tests/conftest.py)
+QUERIES = sample_queries(8, seed=5)
 
 
 def knowledge_bin() -> list[str]:
@@ -180,6 +190,25 @@ class Cluster:
         raise AssertionError(f"timed out after {timeout} s waiting for {what}{self.logs()}")
 
 
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A store of this test's own, served by processes the test starts; stopped and its keys deleted after."""
+    client = require_redis()
+    made = Cluster(tmp_path / "store", REDIS_URL)
+    delete_namespace(client, made.namespace)
+    yield made
+    made.stop()
+    delete_namespace(client, made.namespace)
+    client.close()
+
+
+def invariants(cluster: Cluster, *roots: Path) -> Invariants:
+    """The fault suite's checker on a cluster's store: re-runs go through its processes, which are stopped
+    (releasing the writer's lock) before the final `knowledge check`."""
+    return Invariants(completed(cluster.knowledge), cluster.base, cluster.settings.db_path, roots,
+                      quiesce=cluster.stop)
+
+
 def children_of(pid: int) -> list[int]:
     """Pids whose parent is pid (from /proc)."""
     found = []
@@ -212,32 +241,36 @@ def store_rows(db_path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ..
         conn.close()
 
 
-def integrity_problems(db_path: Path) -> list[str]:
-    """Orphan chunks, chunk counts out of step, and FTS5 integrity-check failures (empty = healthy)."""
-    conn = db.open_writer(db_path)
-    problems: list[str] = []
+def search_rankings(base: Path) -> list[list[tuple[float, str]]]:
+    """Each query's ranking as (score, ref), ties ordered by ref: chunk ids (the tie-break) differ by
+    insertion order, so equal scores may come back in either order; the boundary tie group is dropped."""
+    settings = settings_from_mapping({}, store_base=base)
+    for q in QUERIES[:2]:
+        assert search(settings, q, 10).hits, q  # the whole query path answers
+    conn = db.connect_readonly(settings.db_path)
     try:
-        orphans = conn.execute(
-            "SELECT count(*) FROM chunks WHERE document_id NOT IN (SELECT id FROM documents)").fetchone()[0]
-        if orphans:
-            problems.append(f"{orphans} orphan chunks")
-        skew = conn.execute(
-            "SELECT count(*) FROM documents d WHERE chunk_count != (SELECT count(*) FROM chunks c"
-            " WHERE c.document_id = d.id)").fetchone()[0]
-        if skew:
-            problems.append(f"{skew} documents whose chunk_count disagrees with their chunks")
-        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        for table in ("chunks_fts", "chunks_fts_exact"):  # one docsize row per indexed chunk, no more
-            rows = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
-            if rows != total:
-                problems.append(f"{table} indexes {rows} rows for {total} chunks")
-        tables = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5(%'")]
-        for table in tables:
-            try:
-                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
-            except db.DatabaseError as exc:
-                problems.append(f"{table}: {exc}")
-        return problems
+        rankings = []
+        for q in QUERIES:
+            scored = search_ids(conn, build_query(q), 50)
+            refs = dict(conn.execute(
+                f"SELECT c.id, d.path || '#' || c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id"
+                f" WHERE c.id IN ({','.join(str(i) for i, _ in scored) or 'NULL'})").fetchall())
+            floor = round(scored[-1][1], 9) if len(scored) == 50 else None
+            ranked = sorted((round(score, 9), refs[i]) for i, score in scored)
+            rankings.append([r for r in ranked if floor is None or r[0] != floor])
+        return rankings
     finally:
         conn.close()
+
+
+def assert_same_store(base: Path, reference: Path) -> None:
+    """The store under base holds exactly the reference's documents, chunks and rankings, and is healthy."""
+    settings = settings_from_mapping({}, store_base=base)
+    ref_settings = settings_from_mapping({}, store_base=reference)
+    docs, chunks = store_rows(settings.db_path)
+    ref_docs, ref_chunks = store_rows(ref_settings.db_path)
+    assert len(docs) == len(ref_docs) == CORPUS_FILES
+    assert docs == ref_docs
+    assert chunks == ref_chunks
+    assert integrity_problems(settings.db_path) == []
+    assert search_rankings(base) == search_rankings(reference)

@@ -8,119 +8,36 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from bench.corpus import generate, sample_queries
+from bench.corpus import generate
 from config.loader import settings_from_mapping
-from pipeline import db
-from query.lexical import search_ids
-from query.search import search
-from query.terms import build_query
+from tests.faults.invariants import integrity_problems
 from tests.workers.cluster import (
+    CORPUS_FILES,
     Cluster,
-    clean_env,
-    integrity_problems,
-    knowledge_bin,
+    assert_same_store,
+    cluster,  # noqa: F401 - the fixture, requested by name
     store_rows,
 )
 from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-CORPUS_FILES = 3000
-QUERIES = sample_queries(8, seed=5)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A generated tree of a few thousand markdown files, shared by the module (only Redis tests use it)."""
-    require_redis()  # skip (or fail under CI) before spending seconds on the corpus and the reference store
-    root = tmp_path_factory.mktemp("corpus") / "docs"
-    generate(root, CORPUS_FILES, seed=11)
-    past = time.time() - 60  # out of the racy window, so a re-run needs no reads
-    for path in root.rglob("*.md"):
-        time_ns = int(past * 1e9)
-        os.utime(path, ns=(time_ns, time_ns))
-    return root
-
-
-@pytest.fixture(scope="module")
-def embedded_store(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The store the embedded default builds from the corpus (the reference)."""
-    base = tmp_path_factory.mktemp("embedded")
-    result = subprocess.run([*knowledge_bin(), "index", str(corpus), "--json"], cwd=base,
-                            env=clean_env(KNOWLEDGE_STORE_DIR=str(base)), capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["added"] == CORPUS_FILES
-    return base
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """A store of this test's own, served by processes the test starts; stopped and its keys deleted after."""
-    client = require_redis()
-    made = Cluster(tmp_path / "store", REDIS_URL)
-    delete_namespace(client, made.namespace)
-    yield made
-    made.stop()
-    delete_namespace(client, made.namespace)
-    client.close()
-
-
-def _search_results(base: Path) -> list[list[tuple[float, str]]]:
-    """Each query's ranking as (score, ref), ties ordered by ref: chunk ids (the tie-break) differ by
-    insertion order, so equal scores may come back in either order; the boundary tie group is dropped."""
-    settings = settings_from_mapping({}, store_base=base)
-    for q in QUERIES[:2]:
-        assert search(settings, q, 10).hits, q  # the whole query path answers
-    conn = db.connect_readonly(settings.db_path)
-    try:
-        rankings = []
-        for q in QUERIES:
-            scored = search_ids(conn, build_query(q), 50)
-            refs = dict(conn.execute(
-                f"SELECT c.id, d.path || '#' || c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.id IN ({','.join(str(i) for i, _ in scored) or 'NULL'})").fetchall())
-            floor = round(scored[-1][1], 9) if len(scored) == 50 else None
-            ranked = sorted((round(score, 9), refs[i]) for i, score in scored)
-            rankings.append([r for r in ranked if floor is None or r[0] != floor])
-        return rankings
-    finally:
-        conn.close()
-
-
-def _assert_same_store(base: Path, reference: Path) -> None:
-    settings = settings_from_mapping({}, store_base=base)
-    ref_settings = settings_from_mapping({}, store_base=reference)
-    docs, chunks = store_rows(settings.db_path)
-    ref_docs, ref_chunks = store_rows(ref_settings.db_path)
-    assert len(docs) == len(ref_docs) == CORPUS_FILES
-    assert docs == ref_docs
-    assert chunks == ref_chunks
-    assert integrity_problems(settings.db_path) == []
-    assert _search_results(base) == _search_results(reference)
-
 
 def test_a_distributed_run_builds_exactly_the_embedded_store(
-    cluster: Cluster, corpus: Path, embedded_store: Path
+    cluster: Cluster, big_corpus: Path, big_corpus_store: Path
 ) -> None:
     cluster.start(workers=2, threads=2)
-    result = cluster.knowledge("index", str(corpus), "--json", timeout=150)
+    result = cluster.knowledge("index", str(big_corpus), "--json", timeout=150)
     assert result.returncode == 0, result.stderr + cluster.logs()
     summary = json.loads(result.stdout)
     assert (summary["added"], summary["failed"], summary["files"]) == (CORPUS_FILES, 0, CORPUS_FILES)
-    _assert_same_store(cluster.base, embedded_store)
+    assert_same_store(cluster.base, big_corpus_store)
 
-    again = cluster.knowledge("index", str(corpus), "--json", timeout=60)
+    again = cluster.knowledge("index", str(big_corpus), "--json", timeout=60)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["unchanged"] == CORPUS_FILES
 
@@ -128,37 +45,6 @@ def test_a_distributed_run_builds_exactly_the_embedded_store(
     listed = json.loads(runs.stdout)
     assert [r["state"] for r in listed] == ["complete", "complete"]
     assert listed[1]["added"] == CORPUS_FILES and not any(r["holds_lock"] for r in listed)
-
-
-def test_sigkilled_worker_and_writer_lose_nothing(cluster: Cluster, corpus: Path, embedded_store: Path) -> None:
-    cluster.start(workers=2, threads=2)
-    ledger = cluster.ledger()
-    before = cluster.worker_children()
-    assert len(before) == 2, before
-    # A worker dies with messages in hand (fetched, not yet acknowledged): SIGKILL it then.
-    broker_ids = cluster.workers_ready(before)
-    index = cluster.popen("index", str(corpus), "--json")
-    victim = cluster.kill_worker_holding("ingest", broker_ids, 30)
-
-    # The writer dies mid-run too (possibly mid-transaction); a new one takes over the store.
-    run_id = cluster.wait_for(lambda: (ledger.recent(1) or [None])[0], 10, "the run").run_id
-    cluster.wait_for(lambda: ledger.summary(run_id).counts["added"] >= 300, 60, "300 documents written")
-    os.kill(cluster.pid("writer"), signal.SIGKILL)
-    time.sleep(0.5)
-    replacement = cluster.spawn_writer()
-    written = ledger.summary(run_id).accounted
-    cluster.wait_for(lambda: replacement.poll() is not None or ledger.summary(run_id).accounted > written, 60,
-                     "the new writer to apply")
-    assert replacement.poll() is None, cluster.logs()
-
-    out, err = index.communicate(timeout=120)
-    assert index.returncode == 0, err + cluster.logs()
-    summary = json.loads(out)
-    assert summary["failed"] == 0 and summary["files"] == CORPUS_FILES
-    assert summary["added"] + summary["updated"] == CORPUS_FILES
-    after = cluster.worker_children()
-    assert victim not in after and len(after) == 2, "the supervisor replaced the killed worker"
-    _assert_same_store(cluster.base, embedded_store)
 
 
 def test_a_second_writer_is_refused_with_75(cluster: Cluster) -> None:
@@ -243,85 +129,6 @@ def test_one_run_is_one_trace_across_processes(tmp_path: Path) -> None:
     assert {s["name"] for s in trace_spans} >= {"index run", "walk", "ingest", "write", "finalize", "prune"}
     prune = next(s for s in trace_spans if s["name"] == "prune")
     assert prune["service"] == "knowledge-writer" and by_id[prune["parent_id"]]["name"] in ("write", "finalize")
-
-
-class PrivateRedis:
-    """A redis-server of one test's own on a free port, to kill and restart empty."""
-
-    def __init__(self, binary: str, workdir: Path) -> None:
-        self.binary = binary
-        self.workdir = workdir
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start the server (no persistence) and wait until it answers (bounded)."""
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
-        deadline = time.monotonic() + 10
-        try:
-            while True:
-                try:
-                    client.ping()
-                    return
-                except redis.RedisError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-        finally:
-            client.close()
-
-    def kill(self) -> None:
-        """SIGKILL the server: every client loses its connection, every key is gone."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    """A PrivateRedis, started; killed after the test."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("redis-server is not installed (CI=true: the Redis-loss test must run)")
-        pytest.skip("redis-server is not installed")
-    server = PrivateRedis(binary, tmp_path)
-    server.start()
-    yield server
-    server.kill()
-
-
-def test_redis_lost_mid_run_fails_clearly_and_a_rerun_converges(
-    tmp_path: Path, corpus: Path, embedded_store: Path, private_redis: PrivateRedis
-) -> None:
-    made = Cluster(tmp_path / "store", private_redis.url)
-    try:
-        made.start(workers=2, threads=2)
-        ledger = made.ledger()
-        index = made.popen("index", str(corpus), "--json")
-        run_id = made.wait_for(lambda: (ledger.recent(1) or [None])[0], 30, "the run").run_id
-        made.wait_for(lambda: ledger.summary(run_id).accounted >= 500, 60, "500 files written", poll=0.05)
-        private_redis.kill()
-        _, err = index.communicate(timeout=60)
-        assert index.returncode == 1, err
-        assert f"lost the broker at {private_redis.url} during run {run_id}" in err
-        assert "Re-run `knowledge index`" in err and "Traceback" not in err
-
-        private_redis.start()  # empty: the ledger, the run lock and the queued messages are gone
-        rerun = made.knowledge("index", str(corpus), "--json", timeout=150)
-        assert rerun.returncode == 0, rerun.stderr + made.logs()
-        summary = json.loads(rerun.stdout)
-        assert summary["failed"] == 0 and summary["files"] == CORPUS_FILES
-        assert summary["unchanged"] >= 500
-        _assert_same_store(made.base, embedded_store)
-    finally:
-        made.stop()
 
 
 def test_rm_goes_through_the_running_writer_and_reset_asks_to_stop_it(cluster: Cluster, tmp_path: Path) -> None:
