@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db
 from pipeline.walker import MAX_FILE_BYTES, walk_root
-from tests.conftest import write_tree
+from tests.conftest import damage_store, write_tree
 from tests.faults.invariants import Invariants, files_on_disk, integrity_problems
 
 RunCli = Callable[..., tuple[int, str, str]]
@@ -46,15 +45,10 @@ def test_the_checker_catches_stale_content_and_orphan_rows(workdir: Path, run_cl
     checker = Invariants(run_cli, workdir, workdir / "knowledge/default/knowledge.db", ("docs",))
     checker.assert_recovered()
 
-    conn = db.open_writer(checker.db_path)
-    conn.execute("UPDATE documents SET sha256 = ? WHERE path = 'docs/d1.md'", ("0" * 64,))
-    conn.close()
+    damage_store(checker.db_path, f"UPDATE documents SET sha256 = '{'0' * 64}' WHERE path = 'docs/d1.md'")
     with pytest.raises(AssertionError, match="stored content is not the file's"):
         checker.assert_recovered()
 
-    conn = db.open_writer(checker.db_path)
-    conn.execute("PRAGMA foreign_keys = OFF")
-    conn.execute("DELETE FROM documents WHERE path = 'docs/d2.md'")
-    conn.close()
+    damage_store(checker.db_path, "PRAGMA foreign_keys = OFF", "DELETE FROM documents WHERE path = 'docs/d2.md'")
     problems = integrity_problems(checker.db_path)
     assert problems and problems[0].endswith(" orphan chunks"), problems

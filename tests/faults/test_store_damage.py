@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench.corpus import generate
-from pipeline import db, schema, vectors
+from pipeline import schema, vectors
+from tests.conftest import damage_store
 from tests.embedserver import EmbedServer
 from tests.faults.invariants import Invariants
 from tests.pipeline.test_integrity import garble
@@ -44,11 +45,7 @@ def test_damage_is_found_repaired_and_the_store_converges(indexed: Invariants, r
     if statement is None:
         garble(indexed.db_path)
     else:
-        conn = db.open_writer(indexed.db_path)
-        try:
-            conn.execute(statement)
-        finally:
-            conn.close()
+        damage_store(indexed.db_path, statement)
     code, out, err = run_cli("check", "--json")
     report = json.loads(out)
     assert code == 1 and not report["ok"] and "Traceback" not in err, report
