@@ -76,13 +76,19 @@ def _open_at(name: str, flags: int, parent: int | None) -> int:
         raise FileSkipped(f"{name} is no longer a directory") from exc
 
 
+VANISHED = "vanished since the walk (deleted or renamed)"
+
+
 def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_result]:
     """The file's bytes and stat, reached from root without following a symlink anywhere below it.
 
-    Raise FileSkipped (symlink, not a regular file, too large) or PipelineError (read failure).
+    Raise FileSkipped (symlink, not a regular file, too large, vanished since the walk) or
+    PipelineError (read failure).
     """
     try:
         fd = _open_beneath(path, path if root is None else root)
+    except FileNotFoundError as exc:  # deleted or renamed since the walk: an ordinary edit, not a failure
+        raise FileSkipped(VANISHED) from exc
     except OSError as exc:
         raise PipelineError(f"cannot read: {exc.strerror}") from exc
     try:
