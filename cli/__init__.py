@@ -16,6 +16,7 @@ COMMANDS = {
     "worker": "cli.deployment", "writer": "cli.deployment", "runs": "cli.deployment",
     "match": "cli.match", "enumerate": "cli.match", "which": "cli.match", "words": "cli.match",
     "doctor": "cli.doctor",
+    "watch": "cli.watch",
     "eval": "cli.evaluate",
     "check": "cli.repair", "rebuild": "cli.repair", "vacuum": "cli.repair",
     "mcp": "cli.serve", "serve": "cli.serve",

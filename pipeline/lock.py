@@ -16,13 +16,16 @@ from config.errors import IndexNotBuilt, StoreBusy
 from pipeline.db import ensure_store_dir, refuse_symlink
 
 LOCK_NAME = "write.lock"
+WATCH_LOCK_NAME = "watch.lock"  # held by `knowledge watch`: one watcher per store, in either shape
 
 
 class WriteLock:
-    """Exclusive writer lock on <store_dir>/write.lock; raise StoreBusy when another holds it."""
+    """Exclusive writer lock on <store_dir>/write.lock (or another file: `role` names its holders in the
+    refusal); raise StoreBusy when another holds it."""
 
-    def __init__(self, store_dir: Path) -> None:
-        self.path = store_dir / LOCK_NAME
+    def __init__(self, store_dir: Path, name: str = LOCK_NAME, role: str = "writer") -> None:
+        self.path = store_dir / name
+        self.role = role
         self._fd: int | None = None
 
     def acquire(self, holder: str = "writer") -> None:
@@ -36,7 +39,7 @@ class WriteLock:
             other = os.read(fd, 200).decode(errors="replace").strip() or "another process"
             os.close(fd)
             raise StoreBusy(
-                f"another writer holds the store lock {self.path} ({other}); "
+                f"another {self.role} holds the store lock {self.path} ({other}); "
                 "wait for it to finish or stop it"
             ) from None
         os.ftruncate(fd, 0)

@@ -20,13 +20,14 @@ from config.errors import KnowledgeError, UsageError
 from config.observability import tracer
 from config.settings import Settings
 from config.urls import looks_like_url, normalize_urls
-from pipeline import db, schema, vectors
+from pipeline import changes, db, schema, vectors
 from pipeline.embeddings import Probe
 from pipeline.fingerprint import StoredStat
 from pipeline.lock import WriteLock
-from pipeline.paths import PathBase
+from pipeline.models import Skip
+from pipeline.paths import PathBase, under
 from pipeline.store import Store, stored_stats
-from pipeline.survey import Preview, preview, survey
+from pipeline.survey import Preview, Survey, preview, survey
 from pipeline.vectors import VectorPlan
 from pipeline.web import url_jobs
 from workers import payloads, queues
@@ -53,6 +54,9 @@ class RunRequest:
 
     paths: tuple[str, ...] = ()
     reindex: bool = False
+    # Absolute paths a caller's stat found deleted (`knowledge watch`): the documents at or under each
+    # leave the store through the writer in this run, if a stat at planning time still finds them gone.
+    gone: tuple[str, ...] = ()
 
     def targets(self, settings: Settings) -> Targets:
         """The roots (absolute: command-line paths from the working directory, configured ones from the
@@ -104,6 +108,19 @@ def read_state(settings: Settings, reindex: bool, probe: Probe | None = None) ->
 
 
 STALE_KEY = "stale"
+DELETED = "deleted"  # the reason a document removed as gone (RunRequest.gone) is recorded with
+
+
+def mark_gone(found: Survey, gone: tuple[str, ...], stored: dict[str, StoredStat]) -> None:
+    """Add the stored documents at or under each gone path (stat-confirmed again now, and walked by no
+    root of this run) to the survey's stale documents, which the writer removes."""
+    for path in gone:
+        if not changes.gone(path):
+            continue
+        spelled = found.base.stored(path)
+        for doc in stored:
+            if doc not in found.files and "://" not in doc and under(doc, spelled):
+                found.stale[doc] = Skip(doc, DELETED)
 
 
 def plan_and_enqueue(
@@ -127,6 +144,7 @@ def plan_and_enqueue(
         info["vectors"] = vector_plan.to_info()
     ledger.start(run_id, info)
     found = survey(settings, targets.roots, stored, request.reindex, settings.store_dir)
+    mark_gone(found, request.gone, stored)
     if vector_plan is not None:
         found.backfill(vector_plan.backfill)
     # Web pages are fetched by the ingest workers every run (never here); they are never pruned.

@@ -1,0 +1,95 @@
+"""`knowledge watch`: keep the index current as files change (workers/watcher.py does the watching).
+
+One watcher per store: it holds <store_dir>/watch.lock for its life, so a second one is refused
+with exit 75 like a second writer. Embedded (no broker) it also holds the writer lock through one
+EmbeddedEngine; with a broker each run goes to the workers and the writer. SIGTERM (or Ctrl-C)
+lets the current run finish, then exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+
+from cli.app import Context, cli, pass_context, prologue
+from query.terminal import clean
+
+
+class Lines:
+    """Each watcher event as a line for a person on a terminal, else as a structlog JSON line (stderr)."""
+
+    def __init__(self) -> None:
+        from config.observability import get_logger
+
+        self.interactive = sys.stderr.isatty()
+        self.log = get_logger("knowledge.watch")
+
+    def __call__(self, event: str, fields: dict[str, object]) -> None:
+        if not self.interactive:
+            self.log.info(event, **fields)
+            return
+        click.echo(clean(self.human(event, fields)), err=True)
+
+    @staticmethod
+    def human(event: str, fields: dict[str, object]) -> str:
+        """The line a person reads for one event."""
+        if event == "watching":
+            roots = fields.get("roots")
+            shown = ", ".join(str(r) for r in roots) if isinstance(roots, list) else str(roots)
+            return f"watching {shown} (Ctrl-C stops)"
+        if event == "run":
+            what = (f"full run ({fields['full']})" if "full" in fields
+                    else f"{fields.get('changed', 0)} changed, {fields.get('gone', 0)} deleted path(s)")
+            if "error" in fields and "state" not in fields:
+                return f"{what}: failed: {fields['error']}"
+            return (f"{what}: added={fields.get('added')} updated={fields.get('updated')} "
+                    f"removed={fields.get('removed')} failed={fields.get('failed')} in {fields.get('seconds')} s")
+        if event == "root-unreadable":
+            return f"cannot watch {fields['root']}: missing or unreadable; looking again every {fields['retry_s']} s"
+        if event == "busy":
+            return f"another run holds the store; trying again in {fields['retry_s']} s"
+        if event == "watcher-error":
+            return f"the file watcher failed ({fields['error']}); restarting it with a full run"
+        if event == "stopped":
+            return f"stopped after {fields.get('runs')} run(s)"
+        return f"{event}: " + " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+@cli.command("watch")
+@pass_context
+def watch_command(obj: Context) -> None:
+    """Watch knowledge.paths and index each change as it happens (embedded, or through the broker)."""
+    from config.observability import configure_logging, configure_tracing
+    from pipeline.lock import WATCH_LOCK_NAME, WriteLock
+    from workers.run import EmbeddedEngine
+    from workers.watcher import DistributedApply, EmbeddedApply, Watcher
+
+    settings = prologue(obj, False)
+    configure_logging("INFO")
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # its own "N changes detected" per batch
+    configure_tracing("knowledge-watch")
+    lines = Lines()
+    stop = threading.Event()
+
+    def stopping(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stopping)
+    lock = WriteLock(settings.store_dir, WATCH_LOCK_NAME, role="watcher")
+    lock.acquire("knowledge watch")
+    try:
+        if settings.broker is not None:
+            runs = Watcher(settings, DistributedApply(settings, lambda text: lines("note", {"text": text})),
+                           lines, stop).run()
+        else:
+            with EmbeddedEngine(settings) as engine:
+                runs = Watcher(settings, EmbeddedApply(engine), lines, stop).run()
+    finally:
+        lock.release()
+    lines("stopped", {"runs": runs})
