@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import watchfiles
-from watchfiles._rust_notify import WatchfilesRustInternalError
+from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
 from config.errors import KnowledgeError, RunInProgress
 from config.settings import Settings
@@ -36,6 +35,7 @@ from workers.run import DELETED, EmbeddedEngine, RunRequest, Targets
 DEBOUNCE_MS = 400  # group the events of one save (write, rename, chmod) into one batch at most this long
 STEP_MS = 50  # a batch closes after this long with no new event
 CHECK_MS = 5_000  # how often an idle watcher looks again at roots that were missing or unreadable
+POLL_DELAY_MS = 300  # between polls, only where inotify is not available (WATCHFILES_FORCE_POLLING=1)
 BUSY_RETRY_S = 2.0  # another run holds the store's run lock: try the batch again after this long
 
 
@@ -128,20 +128,26 @@ class Watcher:
         return self.runs
 
     def _watch(self, watchable: list[str], state: dict[str, bool]) -> dict[str, bool]:
-        """Consume events until a root's readability changes, the watcher fails, or stop is set."""
-        self.report("watching", {"roots": watchable, "debounce_ms": self.debounce_ms})
+        """Consume events until a root's readability changes, the watcher fails, or stop is set.
+
+        RustNotify (the engine under watchfiles.watch) is used directly so that "watching" is said
+        only once the watches are in place: a change after that line is never missed.
+        """
+        polling = os.environ.get("WATCHFILES_FORCE_POLLING", "").lower() not in ("", "0", "false", "no")
         try:
-            for raw in watchfiles.watch(
-                *watchable, watch_filter=lambda _change, path: self.scope.relevant(path),
-                debounce=self.debounce_ms, step=self.step_ms, stop_event=self.stop, rust_timeout=self.check_ms,
-                yield_on_timeout=True, raise_interrupt=False, ignore_permission_denied=True,
-            ):
-                self.pending.add(path for _, path in raw)
-                if not raw:  # an idle timeout: look at the roots again
-                    new_state = self._recheck(state)
-                    if new_state != state:
-                        return new_state
-                self._flush()
+            with RustNotify(watchable, False, polling, POLL_DELAY_MS, True, True) as notify:
+                self.report("watching", {"roots": watchable, "debounce_ms": self.debounce_ms})
+                while not self.stop.is_set():
+                    raw = notify.watch(self.debounce_ms, self.step_ms, self.check_ms, self.stop)
+                    if raw in ("stop", "signal"):
+                        break
+                    if raw == "timeout":  # idle: look at the roots again
+                        new_state = self._recheck(state)
+                        if new_state != state:
+                            return new_state
+                        continue
+                    self.pending.add(path for _, path in raw if self.scope.relevant(path))
+                    self._flush()
         except (WatchfilesRustInternalError, OSError) as exc:
             self.pending.need_full(f"the file watcher failed ({exc}); events may be lost")
             self.report("watcher-error", {"error": str(exc)})
