@@ -151,12 +151,12 @@ def decide(paths: Iterable[str], scope: Scope, full_reason: str | None = None,
         except OSError:
             changed.append(path)  # unreadable: the run records the failure rather than dropping it
             continue
-        if stat.S_ISDIR(st.st_mode):
+        indexable = os.path.splitext(path)[1].lower() in EXTENSIONS
+        if stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and indexable):
             changed.append(path)
-        elif stat.S_ISREG(st.st_mode) and os.path.splitext(path)[1].lower() in EXTENSIONS:
-            changed.append(path)
-        elif stat.S_ISLNK(st.st_mode) and os.path.splitext(path)[1].lower() in EXTENSIONS:
-            changed.append(path)  # a file replaced by a symlink: the run refuses it and drops the old text
+        elif indexable and os.path.dirname(path) not in ("", path):
+            # a symlink or a special file now: its directory's walk refuses it and drops the old text
+            changed.append(os.path.dirname(path))
     if len(changed) + len(removed) > full_over:
         return Batch(full=f"{len(changed) + len(removed)} paths changed at once")
     return Batch(changed=tuple(_outermost(changed)), gone=tuple(_outermost(removed)))

@@ -139,9 +139,9 @@ class Watcher:
                 self.report("watching", {"roots": watchable, "debounce_ms": self.debounce_ms})
                 while not self.stop.is_set():
                     raw = notify.watch(self.debounce_ms, self.step_ms, self.check_ms, self.stop)
-                    if raw in ("stop", "signal"):
+                    if isinstance(raw, str) and raw != "timeout":  # "stop", or "signal" (a handler raised)
                         break
-                    if raw == "timeout":  # idle: look at the roots again
+                    if isinstance(raw, str):  # idle: look at the roots again
                         new_state = self._recheck(state)
                         if new_state != state:
                             return new_state
