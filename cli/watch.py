@@ -20,6 +20,9 @@ from cli.app import Context, cli, pass_context, prologue
 from query.terminal import clean
 
 
+IDLE_MS = 1_000  # the engine's idle worker threads wake once a second, not twenty times
+
+
 class Lines:
     """Each watcher event as a line for a person on a terminal, else as a structlog JSON line (stderr)."""
 
@@ -88,7 +91,7 @@ def watch_command(obj: Context) -> None:
             runs = Watcher(settings, DistributedApply(settings, lambda text: lines("note", {"text": text})),
                            lines, stop).run()
         else:
-            with EmbeddedEngine(settings) as engine:
+            with EmbeddedEngine(settings, idle_ms=IDLE_MS) as engine:
                 runs = Watcher(settings, EmbeddedApply(engine), lines, stop).run()
     finally:
         lock.release()

@@ -205,8 +205,11 @@ def follow(ledger: Ledger, run_id: str, progress: Progress | None = None, poll: 
 class EmbeddedEngine:
     """The embedded default: the writer lock, the store, and the actors on a StubBroker in-process."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, idle_ms: int = 50) -> None:
+        """idle_ms: how often an idle worker thread wakes (a message wakes it at once); also about how
+        long stopping takes. Short for a one-shot run, long for a process that waits (`knowledge watch`)."""
         self.settings = settings
+        self.idle_ms = idle_ms
         self.lock = WriteLock(settings.store_dir)
         self.ledger: Ledger = InMemoryLedger()
         self.broker: dramatiq.Broker | None = None
@@ -227,12 +230,12 @@ class EmbeddedEngine:
             install(self.runtime)
             self.workers = [
                 dramatiq.Worker(self.broker, queues=set(queues.WORKER_QUEUES) - {queues.EMBED},
-                                worker_threads=self.settings.workers, worker_timeout=50),
-                dramatiq.Worker(self.broker, queues=set(queues.WRITER_QUEUES), worker_threads=1, worker_timeout=50),
+                                worker_threads=self.settings.workers, worker_timeout=self.idle_ms),
+                dramatiq.Worker(self.broker, queues=set(queues.WRITER_QUEUES), worker_threads=1, worker_timeout=self.idle_ms),
             ]
             if emb is not None:  # `concurrency` embedding requests in flight, beside the ingest threads
                 self.workers.append(dramatiq.Worker(self.broker, queues={queues.EMBED},
-                                                    worker_threads=emb.concurrency, worker_timeout=50))
+                                                    worker_threads=emb.concurrency, worker_timeout=self.idle_ms))
             for worker in self.workers:
                 worker.start()
         except BaseException:
