@@ -19,7 +19,6 @@ import click
 from cli.app import Context, cli, pass_context, prologue
 from query.terminal import clean
 
-
 IDLE_MS = 1_000  # the engine's idle worker threads wake once a second, not twenty times
 
 

@@ -231,7 +231,8 @@ class EmbeddedEngine:
             self.workers = [
                 dramatiq.Worker(self.broker, queues=set(queues.WORKER_QUEUES) - {queues.EMBED},
                                 worker_threads=self.settings.workers, worker_timeout=self.idle_ms),
-                dramatiq.Worker(self.broker, queues=set(queues.WRITER_QUEUES), worker_threads=1, worker_timeout=self.idle_ms),
+                dramatiq.Worker(self.broker, queues=set(queues.WRITER_QUEUES), worker_threads=1,
+                                worker_timeout=self.idle_ms),
             ]
             if emb is not None:  # `concurrency` embedding requests in flight, beside the ingest threads
                 self.workers.append(dramatiq.Worker(self.broker, queues={queues.EMBED},
