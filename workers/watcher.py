@@ -26,7 +26,7 @@ from typing import Protocol
 
 from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
-from config.errors import KnowledgeError, RunInProgress
+from config.errors import KnowledgeError, RunInProgress, UsageError
 from config.settings import Settings
 from pipeline.changes import Batch, Pending, Scope, decide
 from workers.ledger import RunSummary
@@ -103,7 +103,7 @@ class Watcher:
     def __post_init__(self) -> None:
         self.full_targets = RunRequest().targets(self.settings)
         if not self.full_targets.roots:
-            raise KnowledgeError("nothing to watch: list directories under knowledge.paths")
+            raise UsageError("nothing to watch: list directories under knowledge.paths")
         self.scope = Scope.of(self.full_targets.roots, self.settings.store_dir, self.settings.include,
                               self.settings.exclude)
         self.pending = Pending()
