@@ -107,6 +107,7 @@ class Watcher:
         self.scope = Scope.of(self.full_targets.roots, self.settings.store_dir, self.settings.include,
                               self.settings.exclude)
         self.pending = Pending()
+        self._unreadable: set[str] = set()  # roots reported missing or unreadable (once each)
 
     def run(self) -> int:
         """Watch until stop is set; return the number of runs made."""
@@ -118,8 +119,9 @@ class Watcher:
                 break
             watchable = [r for r, ok in state.items() if ok]
             for root, ok in state.items():
-                if not ok:
+                if not ok and root not in self._unreadable:
                     self.report("root-unreadable", {"root": root, "retry_s": self.check_ms / 1000})
+            self._unreadable = {r for r, ok in state.items() if not ok}
             if not watchable:
                 self.stop.wait(self.check_ms / 1000)
                 state = self._recheck(state)
@@ -141,10 +143,11 @@ class Watcher:
                     raw = notify.watch(self.debounce_ms, self.step_ms, self.check_ms, self.stop)
                     if isinstance(raw, str) and raw != "timeout":  # "stop", or "signal" (a handler raised)
                         break
-                    if isinstance(raw, str):  # idle: look at the roots again
+                    if isinstance(raw, str):  # idle: look at the roots again, retry a batch left waiting
                         new_state = self._recheck(state)
                         if new_state != state:
                             return new_state
+                        self._flush()
                         continue
                     self.pending.add(path for _, path in raw if self.scope.relevant(path))
                     self._flush()

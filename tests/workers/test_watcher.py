@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
+from config.errors import RunInProgress
 from config.settings import Settings
 from pipeline.store import Store
 from tests.conftest import write_tree
 from workers import watcher as watcher_module
-from workers.run import EmbeddedEngine
+from workers.ledger import RunSummary
+from workers.run import EmbeddedEngine, RunRequest, Targets
 from workers.watcher import EmbeddedApply, Watcher
 
 WAIT_S = 20.0  # the bound on every wait; a healthy run takes well under a second
@@ -192,3 +194,33 @@ def test_an_unreadable_root_is_retried_and_becomes_a_full_run(
         write_tree(workdir, {"docs/late.md": "# Late\n\narrived later\n"})
         wait_until(lambda: any("readable again" in str(r.get("full")) for r in running.runs()), "a full run")
         assert "docs/late.md" in documents(settings)
+
+
+def test_a_batch_refused_by_a_busy_store_is_applied_later(
+        workdir: Path, make_settings: Callable[..., Settings]) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nold\n"})
+    settings = make_settings(paths=["docs"])
+    running = Running(settings)
+    with EmbeddedEngine(settings) as engine:
+        real = EmbeddedApply(engine)
+        refusals = iter([True])
+
+        def busy_once(request: RunRequest, targets: Targets) -> RunSummary:
+            """Another run holds the store the first time a change is applied (a fault injected)."""
+            if request.paths and next(refusals, False):
+                raise RunInProgress("run X is in progress for the store")
+            return real(request, targets)
+
+        watcher = Watcher(settings, busy_once, running.report, running.stop, debounce_ms=200, check_ms=500)
+        thread = threading.Thread(target=watcher.run, daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: running.named("watching"), "the watcher to start")
+            (workdir / "docs" / "a.md").write_text("# A\n\nnewer words\n", encoding="utf-8")
+            wait_until(lambda: len(running.runs()) >= 2, "the retried run")
+            assert running.named("busy") == 1
+            assert "newer" in documents(settings)["docs/a.md"]
+        finally:
+            running.stop.set()
+            thread.join(timeout=WAIT_S)
+    assert not thread.is_alive()
