@@ -8,9 +8,11 @@ On a generated corpus of `--files` files (bench/corpus.py) with `knowledge.paths
      temporary name, rename over the file, as editors do), then poll the real read path
      (query.search.search, a fresh reader each time, every 5 ms, at most 10 s) until a hit for the
      word comes back; the time from the rename to that hit.
+  4. a burst, as a `git checkout` makes: `--burst` files rewritten at once; how many runs the
+     watcher made for them and the time from the first write until they were all applied.
 Prints one JSON object with the figures; RESULTS.md records them with the command and machine.
 
-    .venv/bin/python bench/bench_watch.py --files 10000 --idle 30 --edits 30 [--out bench/out/watch]
+    .venv/bin/python bench/bench_watch.py --files 10000 --idle 30 --edits 30 --burst 5000 [--out bench/out/watch]
 """
 
 from __future__ import annotations
@@ -47,11 +49,35 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def measure_burst(files: list[Path], lines: queue.Queue[dict[str, object]]) -> dict[str, object]:
+    """Rewrite every file at once; the runs the watcher made for them and the time until the last ends."""
+    while not lines.empty():
+        lines.get_nowait()
+    started = time.monotonic()
+    for path in files:
+        path.write_bytes(path.read_bytes() + b"\n\nzqburst\n")
+    written = time.monotonic() - started
+    runs: list[dict[str, object]] = []
+    applied = 0
+    while applied < len(files) and time.monotonic() - started < START_TIMEOUT_S:
+        try:
+            record = lines.get(timeout=5.0)
+        except queue.Empty:
+            continue
+        if record.get("event") == "run":
+            runs.append(record)
+            applied += int(record.get("updated") or 0) + int(record.get("added") or 0)
+    return {"burst_files": len(files), "burst_write_s": round(written, 2), "burst_runs": len(runs),
+            "burst_applied": applied, "burst_until_applied_s": round(time.monotonic() - started, 2),
+            "burst_run_kinds": [r.get("full") or f"{r.get('changed')} paths" for r in runs]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--edits", type=int, default=30)
+    parser.add_argument("--burst", type=int, default=5_000, help="files rewritten at once, as a checkout does")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "watch")
     args = parser.parse_args(argv)
     base: Path = args.out
@@ -103,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 latencies.append(float("inf"))
             time.sleep(0.3)  # one save at a time: the next one is not coalesced with this one
+        burst = measure_burst(files[:args.burst], lines) if args.burst else {}
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)
@@ -115,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "save_to_searchable_p50_s": round(statistics.median(finite), 3) if finite else None,
         "save_to_searchable_p95_s": round(finite[int(0.95 * (len(finite) - 1))], 3) if finite else None,
         "save_to_searchable_max_s": round(finite[-1], 3) if finite else None,
+        **burst,
         "sigterm_exit_code": code,
     }
     print(json.dumps(result))
