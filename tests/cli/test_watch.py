@@ -157,3 +157,14 @@ def test_distributed_the_watcher_enqueues_runs_for_the_worker_and_the_writer(clu
     assert watching.stop() == 0
     runs = cluster.ledger().recent(10)
     assert all(r.state == "complete" for r in runs), [r.to_json() for r in runs]
+
+
+def test_terminal_lines_say_what_each_run_did() -> None:
+    from cli.watch import Lines
+
+    assert Lines.human("watching", {"roots": ["/srv/docs"]}) == "watching /srv/docs (Ctrl-C stops)"
+    line = Lines.human("run", {"changed": 2, "gone": 1, "added": 0, "updated": 2, "removed": 1, "failed": 0,
+                               "seconds": 0.02, "state": "complete"})
+    assert line == "2 changed, 1 deleted path(s): added=0 updated=2 removed=1 failed=0 in 0.02 s"
+    assert Lines.human("run", {"full": "start", "error": "store damaged", "seconds": 0.1}) == \
+        "full run (start): failed: store damaged"
