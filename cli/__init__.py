@@ -18,6 +18,7 @@ COMMANDS = {
     "doctor": "cli.doctor",
     "eval": "cli.evaluate",
     "check": "cli.repair", "rebuild": "cli.repair", "vacuum": "cli.repair",
+    "vectors": "cli.vectors",
     "mcp": "cli.serve", "serve": "cli.serve",
 }
 cli.lazy_commands.update(COMMANDS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,24 @@ def pinned_identity(meta: Mapping[str, str]) -> VectorIdentity | None:
         return None
     return VectorIdentity(model, int(dimension), meta.get(schema.QUERY_PREFIX_KEY, ""),
                           meta.get(schema.DOCUMENT_PREFIX_KEY, ""), meta.get(schema.NORMALIZED_KEY, "true") == "true")
+
+
+def serves(settings: EmbeddingsSettings, identity: VectorIdentity) -> bool:
+    """Whether an embeddings block asks for identity's model and prefixes (the dimension is the server's)."""
+    return (settings.model, settings.query_prefix, settings.document_prefix) == (
+        identity.model, identity.query_prefix, identity.document_prefix)
+
+
+def serving(settings: Settings, meta: Mapping[str, str]) -> Settings:
+    """The settings that serve a store with this meta: after a model switch, `embeddings_next` becomes `embeddings`.
+
+    When the pinned identity is `embeddings_next`'s and not `embeddings`' (the switch is done, the
+    configuration not yet edited), queries and index runs use the new block; otherwise unchanged.
+    """
+    pinned, emb, nxt = pinned_identity(meta), settings.embeddings, settings.embeddings_next
+    if pinned is None or emb is None or nxt is None or serves(emb, pinned) or not serves(nxt, pinned):
+        return settings
+    return replace(settings, embeddings=nxt, embeddings_next=None)
 
 
 def differences(pinned: VectorIdentity, wanted: VectorIdentity) -> list[str]:
