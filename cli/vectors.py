@@ -8,6 +8,7 @@ import click
 
 from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_BUSY, UsageError
+from config.loader import load_settings
 from pipeline import schema, shadow
 from pipeline.embeddings import EmbeddingsClient
 from pipeline.lock import WriteLock
@@ -38,7 +39,7 @@ def switch_command(obj: Context, limit: int | None, abandon: bool, as_json: bool
     writer holds it); exits 75 when --limit stopped it before the swap.
     """
     settings = prologue(obj, as_json)
-    nxt = settings.embeddings_next
+    nxt = load_settings(obj.config, obj.store_dir).embeddings_next  # as written, even once it serves
     with WriteLock.exclusively(settings.db_path, COMMAND):
         store = Store(settings.db_path)
         try:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.errors import EmbeddingUnavailable, PipelineError, VectorIdentityMismatch
+from config.errors import EmbeddingUnavailable, KnowledgeError, PipelineError, VectorIdentityMismatch
 from config.settings import EmbeddingsSettings, Settings
 from pipeline import db, schema, vector_codes
 from pipeline.db import Connection
@@ -91,6 +91,22 @@ def serving(settings: Settings, meta: Mapping[str, str]) -> Settings:
     if pinned is None or emb is None or nxt is None or serves(emb, pinned) or not serves(nxt, pinned):
         return settings
     return replace(settings, embeddings=nxt, embeddings_next=None)
+
+
+def serving_store(settings: Settings) -> Settings:
+    """serving() for the store on disk (read-only, best effort); unchanged without embeddings_next or a store."""
+    if settings.embeddings_next is None or not settings.db_path.is_file():
+        return settings
+    try:
+        conn = db.connect_readonly(settings.db_path)
+    except (KnowledgeError, db.DatabaseError):  # the command itself reports an unreadable store
+        return settings
+    try:
+        return serving(settings, schema.read_meta(conn))
+    except db.DatabaseError:
+        return settings
+    finally:
+        conn.close()
 
 
 def differences(pinned: VectorIdentity, wanted: VectorIdentity) -> list[str]:
