@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from config.loader import load_settings
 from config.settings import Settings
 from pipeline import db, schema, vector_codes
 from pipeline.shadow import next_identity
-from pipeline.vectors import pinned_identity
+from pipeline.vectors import VectorIdentity, pinned_identity
 from query.search import search
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
@@ -40,16 +41,30 @@ def write_config(workdir: Path, old: EmbedServer, new: EmbedServer | None) -> No
     (workdir / "knowledge.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def store_state(settings: Settings) -> dict[str, object]:
+@dataclass(frozen=True)
+class State:
+    """What a store holds of the vector tier."""
+
+    pinned: VectorIdentity | None
+    next: VectorIdentity | None
+    chunks: int
+    vectors: int | None
+    shadow: int | None
+    codes: bool
+    triggers: list[str]
+
+
+def store_state(settings: Settings) -> State:
     conn = db.connect_readonly(settings.db_path)
     try:
         meta = schema.read_meta(conn)
         names = schema.table_names(conn)
-        count = (lambda table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                 if table in names else None)
-        return {"pinned": pinned_identity(meta), "next": next_identity(meta), "chunks": count("chunks"),
-                "vectors": count(schema.VECTORS), "shadow": count(schema.NEXT_VECTORS),
-                "codes": vector_codes.ready(conn), "triggers": schema.expected_triggers(conn)}
+
+        def count(table: str) -> int | None:
+            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) if table in names else None
+
+        return State(pinned_identity(meta), next_identity(meta), count("chunks") or 0, count(schema.VECTORS),
+                     count(schema.NEXT_VECTORS), vector_codes.ready(conn), schema.expected_triggers(conn))
     finally:
         conn.close()
 
@@ -92,7 +107,7 @@ def indexed(workdir: Path, servers: tuple[EmbedServer, EmbedServer], run_cli: Ru
 def test_a_switch_keeps_every_search_hybrid_resumes_after_limits_and_failures_then_swaps_in_one_step(
     indexed: Settings, servers: tuple[EmbedServer, EmbedServer], run_cli: RunCli
 ) -> None:
-    old, new = servers
+    _, new = servers
     before = store_state(indexed)
     searcher = Searcher(indexed)
     searcher.start()
@@ -100,20 +115,20 @@ def test_a_switch_keeps_every_search_hybrid_resumes_after_limits_and_failures_th
         code, out, _ = run_cli("vectors", "switch", "--limit", "10")  # a slice: the store keeps the old model
         assert code == 75 and "sections left" in out
         state = store_state(indexed)
-        assert state["pinned"] == before["pinned"] and state["shadow"] == 10
-        assert state["next"] is not None and state["next"].dimension == 40  # type: ignore[attr-defined]
+        assert state.pinned == before.pinned and state.shadow == 10
+        assert state.next is not None and state.next.dimension == 40
 
         new.faults.fail_above, new.faults.fail_status = 3, 500  # the probe passes, every batch then fails
         code, _, err = run_cli("vectors", "switch")
         assert code == 1 and "Traceback" not in err
         kept = store_state(indexed)
-        assert kept["pinned"] == before["pinned"] and kept["shadow"] == 10  # nothing lost, nothing half-written
+        assert kept.pinned == before.pinned and kept.shadow == 10  # nothing lost, nothing half-written
 
         new.reset()
         code, out, err = run_cli("vectors", "switch")
         assert code == 0, out + err
         assert "done; the store serves new-bow dim=40" in out
-        assert f"{kept['shadow'] + 4}/{kept['chunks']}" in out  # type: ignore[operator]  # resumed, not restarted
+        assert f"{kept.shadow + 4}/{kept.chunks}" in out  # resumed, not restarted
         while sum(1 for r in new.recorded if r.inputs and r.inputs[0].startswith("query: ")) < 3:
             assert searcher.is_alive()
             threading.Event().wait(0.01)
@@ -123,24 +138,23 @@ def test_a_switch_keeps_every_search_hybrid_resumes_after_limits_and_failures_th
     assert searcher.errors == [] and searcher.degraded == 0 and searcher.empty == 0
     assert searcher.answers > 0
     after = store_state(indexed)
-    pinned = after["pinned"]
-    assert pinned is not None and (pinned.model, pinned.dimension, pinned.query_prefix) == (  # type: ignore[attr-defined]
+    pinned = after.pinned
+    assert pinned is not None and (pinned.model, pinned.dimension, pinned.query_prefix) == (
         "new-bow", 40, "query: ")
-    assert after["vectors"] == after["chunks"] and after["shadow"] is None and after["next"] is None
-    assert after["codes"] and schema.NEXT_VECTORS_TRIGGER not in after["triggers"]  # type: ignore[operator]
+    assert after.vectors == after.chunks and after.shadow is None and after.next is None
+    assert after.codes and schema.NEXT_VECTORS_TRIGGER not in after.triggers
     assert {t.split(" - ")[-1] for t in searcher.tiers} >= {"model=old-bow dim=24", "model=new-bow dim=40"}
 
 
 def test_after_the_switch_index_and_search_use_the_new_model_until_the_config_moves_it(
     indexed: Settings, servers: tuple[EmbedServer, EmbedServer], run_cli: RunCli, workdir: Path
 ) -> None:
-    old, new = servers
     assert run_cli("vectors", "switch")[0] == 0
     (workdir / "docs" / "d00.md").write_text("# Doc 0\n\nA rewritten retention note.\n", encoding="utf-8")
     code, out, err = run_cli("index")
     assert code == 0, out + err
     state = store_state(indexed)
-    assert state["vectors"] == state["chunks"] and state["pinned"].model == "new-bow"  # type: ignore[union-attr]
+    assert state.vectors == state.chunks and state.pinned is not None and state.pinned.model == "new-bow"
     code, out, _ = run_cli("search", "rewritten retention note")
     assert code == 0 and out.splitlines()[0].endswith("model=new-bow dim=40") and "docs/d00.md" in out
     assert run_cli("vectors", "switch")[1].splitlines()[-1].startswith("switch: the store already serves")
@@ -149,11 +163,11 @@ def test_after_the_switch_index_and_search_use_the_new_model_until_the_config_mo
 def test_abandon_drops_the_shadow_and_leaves_the_serving_vectors(indexed: Settings, run_cli: RunCli) -> None:
     before = store_state(indexed)
     assert run_cli("vectors", "switch", "--limit", "4")[0] == 75
-    assert store_state(indexed)["shadow"] == 4
+    assert store_state(indexed).shadow == 4
     assert run_cli("vectors", "switch", "--abandon")[0] == 0
     after = store_state(indexed)
-    assert after["shadow"] is None and after["next"] is None and after["pinned"] == before["pinned"]
-    assert after["vectors"] == before["vectors"]
+    assert after.shadow is None and after.next is None and after.pinned == before.pinned
+    assert after.vectors == before.vectors
 
 
 def test_switch_without_embeddings_next_is_a_usage_error(
