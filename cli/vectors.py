@@ -64,7 +64,8 @@ def switch_command(obj: Context, limit: int | None, abandon: bool, as_json: bool
                     click.echo(f"switch: {done.embedded}/{done.total} sections embedded with {clean(identity.model)}")
 
             with EmbeddingsClient(nxt, expected_dim=identity.dimension) as client:
-                done = shadow.run(store, identity, client.embed, nxt.batch_size, limit, report)
+                done = shadow.run(shadow.LocalWriter(store), store.conn, identity, client.embed, nxt.batch_size,
+                                  limit, report)
         finally:
             store.close()
     outcome = {"swapped": done.swapped, "embedded": done.embedded, "total": done.total,

@@ -15,8 +15,10 @@ The caller holds the write lock for the whole build, so it is the store's only w
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from config.errors import PipelineError
 from pipeline import schema, vector_codes
@@ -87,13 +89,27 @@ def pending(conn: Connection, identity: VectorIdentity, limit: int) -> list[tupl
     return [(int(cid), document_text(str(body), str(heading), identity.document_prefix)) for cid, body, heading in rows]
 
 
-def store_vectors(conn: Connection, ids: Sequence[int], vectors: Sequence[Sequence[float]]) -> int:
-    """Insert the shadow vectors of sections still present (in the caller's transaction); return the count."""
-    if len(ids) != len(vectors):
-        raise PipelineError(f"{len(ids)} sections but {len(vectors)} vectors")
-    present = {int(r[0]) for r in conn.execute(
-        "SELECT id FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_json_ids(ids),))}
-    rows = [(cid, to_blob(v)) for cid, v in zip(ids, vectors) if cid in present]
+def digest(text: str) -> str:
+    """A short fingerprint of a section's text as embedded: the writer checks it before storing a vector."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def store_vectors(conn: Connection, identity: VectorIdentity, ids: Sequence[int], vectors: Sequence[bytes],
+                  digests: Sequence[str]) -> int:
+    """Insert the shadow vectors of sections whose text is still the one embedded (in the caller's transaction).
+
+    A section removed or rewritten since it was read (by an index run in between) is skipped: the
+    next pass embeds it as it is now. Returns the vectors stored.
+    """
+    if not len(ids) == len(vectors) == len(digests):
+        raise PipelineError(f"{len(ids)} sections but {len(vectors)} vectors and {len(digests)} digests")
+    if next_identity(schema.read_meta(conn)) != identity:
+        raise PipelineError("the shadow vectors are being built for another identity; run the switch again")
+    now = {int(cid): digest(document_text(str(body), str(heading), identity.document_prefix))
+           for cid, body, heading in conn.execute(
+               f"SELECT id, body, heading_path FROM chunks WHERE id IN (SELECT value FROM json_each(?))"
+               f" AND id NOT IN (SELECT chunk_id FROM {schema.NEXT_VECTORS})", (_json_ids(ids),))}
+    rows = [(cid, blob) for cid, blob, fp in zip(ids, vectors, digests) if now.get(cid) == fp]
     conn.executemany(f"INSERT INTO {schema.NEXT_VECTORS}(chunk_id, embedding) VALUES (?, ?)", rows)
     return len(rows)
 
@@ -110,35 +126,70 @@ def swap(conn: Connection, identity: VectorIdentity) -> None:
     vector_codes.install(conn, identity.dimension)
 
 
-def run(store: Store, identity: VectorIdentity, embed: Embed, batch_size: int, limit: int | None = None,
-        on_batch: Callable[[Progress], None] | None = None) -> Progress:
-    """Embed the sections lacking a shadow vector (at most limit), then swap when none is left.
+class ShadowWriter(Protocol):
+    """The writer's side of a switch: the store's only writer applies each step in its own transaction."""
 
-    Each batch is embedded outside any transaction and written in its own, so readers and a crash
-    lose at most one batch of work. An embedding error propagates with the progress kept.
+    def start(self, identity: VectorIdentity) -> None:
+        """Create (or keep) the shadow table for identity."""
+
+    def store(self, identity: VectorIdentity, ids: list[int], vectors: list[bytes], digests: list[str]) -> None:
+        """Write one batch of shadow vectors."""
+
+    def finish(self, identity: VectorIdentity) -> Progress:
+        """Swap when no section lacks a shadow vector; the progress either way."""
+
+
+class LocalWriter:
+    """ShadowWriter over a Store this process holds the write lock of."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def start(self, identity: VectorIdentity) -> None:
+        with self._store.transaction() as conn:
+            start(conn, identity)
+
+    def store(self, identity: VectorIdentity, ids: list[int], vectors: list[bytes], digests: list[str]) -> None:
+        with self._store.transaction() as conn:
+            store_vectors(conn, identity, ids, vectors, digests)
+
+    def finish(self, identity: VectorIdentity) -> Progress:
+        with self._store.transaction() as conn:
+            return finish(conn, identity)
+
+
+def finish(conn: Connection, identity: VectorIdentity) -> Progress:
+    """swap() when no section lacks a shadow vector (in the caller's transaction); the progress either way."""
+    done = progress(conn, identity)
+    if done.left:
+        return done
+    swap(conn, identity)
+    return Progress(identity, done.embedded, done.total, swapped=True)
+
+
+def run(writer: ShadowWriter, reader: Connection, identity: VectorIdentity, embed: Embed, batch_size: int,
+        limit: int | None = None, on_batch: Callable[[Progress], None] | None = None) -> Progress:
+    """Embed the sections lacking a shadow vector (at most limit), then let the writer swap when none is left.
+
+    `reader` (the writer's own connection, or a read-only one) names the work; each batch is
+    embedded outside any transaction and written by `writer` in one, so a crash loses at most one
+    batch. An embedding error propagates with the progress kept.
     """
-    with store.transaction() as conn:
-        start(conn, identity)
+    writer.start(identity)
     budget = limit
     while budget is None or budget > 0:
         size = batch_size if budget is None else min(batch_size, budget)
-        work = pending(store.conn, identity, size)
+        work = pending(reader, identity, size)
         if not work:
             break
         vectors = embed([text for _, text in work])
-        with store.transaction() as conn:
-            store_vectors(conn, [cid for cid, _ in work], vectors)
-            done = progress(conn, identity)
+        writer.store(identity, [cid for cid, _ in work], [to_blob(v) for v in vectors],
+                     [digest(text) for _, text in work])
         if budget is not None:
             budget -= len(work)
         if on_batch is not None:
-            on_batch(done)
-    with store.transaction() as conn:
-        done = progress(conn, identity)
-        if done.left:
-            return done
-        swap(conn, identity)
-    return Progress(identity, done.embedded, done.total, swapped=True)
+            on_batch(progress(reader, identity))
+    return writer.finish(identity)
 
 
 def _json_ids(ids: Sequence[int]) -> str:
