@@ -138,6 +138,9 @@ class ShadowWriter(Protocol):
     def finish(self, identity: VectorIdentity) -> Progress:
         """Swap when no section lacks a shadow vector; the progress either way."""
 
+    def abandon(self) -> None:
+        """Drop the shadow build, if any."""
+
 
 class LocalWriter:
     """ShadowWriter over a Store this process holds the write lock of."""
@@ -156,6 +159,10 @@ class LocalWriter:
     def finish(self, identity: VectorIdentity) -> Progress:
         with self._store.transaction() as conn:
             return finish(conn, identity)
+
+    def abandon(self) -> None:
+        with self._store.transaction() as conn:
+            abandon(conn)
 
 
 def finish(conn: Connection, identity: VectorIdentity) -> Progress:
