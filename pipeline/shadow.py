@@ -28,6 +28,7 @@ from pipeline.store import Store
 from pipeline.vectors import VectorIdentity, pinned_identity, to_blob
 
 Embed = Callable[[list[str]], list[list[float]]]
+ROUNDS = 5  # embed-then-swap attempts of one run while index runs keep adding sections
 
 
 @dataclass(frozen=True)
@@ -184,19 +185,24 @@ def run(writer: ShadowWriter, reader: Connection, identity: VectorIdentity, embe
     """
     writer.start(identity)
     budget = limit
-    while budget is None or budget > 0:
-        size = batch_size if budget is None else min(batch_size, budget)
-        work = pending(reader, identity, size)
-        if not work:
-            break
-        vectors = embed([text for _, text in work])
-        writer.store(identity, [cid for cid, _ in work], [to_blob(v) for v in vectors],
-                     [digest(text) for _, text in work])
-        if budget is not None:
-            budget -= len(work)
-        if on_batch is not None:
-            on_batch(progress(reader, identity))
-    return writer.finish(identity)
+    for _ in range(ROUNDS):
+        while budget is None or budget > 0:
+            size = batch_size if budget is None else min(batch_size, budget)
+            work = pending(reader, identity, size)
+            if not work:
+                break
+            vectors = embed([text for _, text in work])
+            writer.store(identity, [cid for cid, _ in work], [to_blob(v) for v in vectors],
+                         [digest(text) for _, text in work])
+            if budget is not None:
+                budget -= len(work)
+            if on_batch is not None:
+                on_batch(progress(reader, identity))
+        done = writer.finish(identity)
+        if done.swapped or not done.left or budget is not None:
+            return done
+        # an index run added or rewrote sections while the swap waited for it: embed those too
+    return done
 
 
 def _json_ids(ids: Sequence[int]) -> str:

@@ -181,12 +181,14 @@ def plan(settings: Settings, reindex: bool, probe: Probe | None = None,
     the index holds vectors of another identity and `reindex` is off. Reads the store read-only
     (through conn, when the caller has it open).
     """
-    emb = settings.embeddings
+    emb, nxt = settings.embeddings, settings.embeddings_next
     if emb is None:
         return None
+    pinned, missing = _stored_state(settings.db_path, conn)
+    if pinned is not None and nxt is not None and not serves(emb, pinned) and serves(nxt, pinned):
+        emb, probe = nxt, None  # a model switch swapped after this process read its settings: the new block
     probe = probe or probe_server(emb)
     wanted = configured_identity(emb, probe.dimension)
-    pinned, missing = _stored_state(settings.db_path, conn)
     if pinned is not None and pinned != wanted:
         if not reindex:
             raise mismatch(settings.db_path, pinned, wanted)
