@@ -25,7 +25,7 @@ NEW = vectors.VectorIdentity("new-bow", 6, "q: ", "d: ")
 def _doc(path: str, text: str) -> Document:
     chunked = chunk_text(text)
     doc = Document(path, "docs", "0" * 64, len(text), 1, chunked.title, chunked.chunks)
-    doc.vectors = {c.ordinal: [1.0, float(c.ordinal), 0.0, 0.5] for c in doc.chunks}
+    doc.vectors = {c.ordinal: vectors.to_blob([1.0, float(c.ordinal), 0.0, 0.5]) for c in doc.chunks}
     return doc
 
 
@@ -108,7 +108,7 @@ def test_a_query_embedded_just_before_the_swap_is_embedded_again_with_the_new_mo
                 vectors.install(conn, old_identity)
             opened.vector_hook = vectors.VectorWriter(reuse=False)
             doc = _doc("docs/a.md", "# Budgets\n\nbudget cap for a run\n")
-            doc.vectors = {c.ordinal: hashed_vector(c.body, 8) for c in doc.chunks}
+            doc.vectors = {c.ordinal: vectors.to_blob(hashed_vector(c.body, 8)) for c in doc.chunks}
             opened.apply(doc)
             with Reader(settings) as reader:  # reads the old identity, then the store swaps
                 new_identity = vectors.VectorIdentity("new-bow", 12)
