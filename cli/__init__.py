@@ -19,6 +19,7 @@ COMMANDS = {
     "watch": "cli.watch",
     "eval": "cli.evaluate",
     "check": "cli.repair", "rebuild": "cli.repair", "vacuum": "cli.repair",
+    "vectors": "cli.vectors",
     "mcp": "cli.serve", "serve": "cli.serve",
 }
 cli.lazy_commands.update(COMMANDS)

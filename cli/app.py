@@ -37,6 +37,10 @@ class Context:
         """Settings from --config/--store-dir, the environment and knowledge.yaml."""
         if self._settings is None:
             self._settings = load_settings(self.config, self.store_dir)
+            if self._settings.embeddings_next is not None:  # after a model switch the new block serves
+                from pipeline.vectors import serving_store
+
+                self._settings = serving_store(self._settings)
             Context.last_store = str(self._settings.db_path)
         return self._settings
 

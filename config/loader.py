@@ -256,14 +256,15 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         problem = broker_url_problem(settings.broker.url)
         if problem:
             raise ConfigError(f"{where}: knowledge.broker.url {problem}, got {settings.broker.url!r}")
-    emb = settings.embeddings
-    if emb is not None:
+    for key, emb in (("embeddings", settings.embeddings), ("embeddings_next", settings.embeddings_next)):
+        if emb is None:
+            continue
         problem = base_url_problem(emb.base_url)
         if problem:
-            raise ConfigError(f"{where}: knowledge.embeddings.base_url {problem}, got {emb.base_url!r}")
+            raise ConfigError(f"{where}: knowledge.{key}.base_url {problem}, got {emb.base_url!r}")
         if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0 or emb.max_pending < 1:
             raise ConfigError(
-                f"{where}: knowledge.embeddings batch_size (1-2048), concurrency (>=1), timeout (>0) and "
+                f"{where}: knowledge.{key} batch_size (1-2048), concurrency (>=1), timeout (>0) and "
                 "max_pending (>=1) are out of range"
             )
 

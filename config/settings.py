@@ -114,6 +114,11 @@ class Settings:
     embeddings: EmbeddingsSettings | None = field(
         default=None, metadata=_help("Embeddings server; absent = lexical only.")
     )
+    embeddings_next: EmbeddingsSettings | None = field(
+        default=None,
+        metadata=_help("The model to switch to: `knowledge vectors switch` embeds every section with it "
+                       "beside the serving vectors, then swaps them in one transaction."),
+    )
     citations: tuple[CitationSettings, ...] = field(
         default=(), metadata=_help("Rules rewriting citation paths, first match wins.")
     )

@@ -37,6 +37,10 @@ NORMALIZED_KEY = "normalized"
 QUERY_PREFIX_KEY = "query_prefix"
 DOCUMENT_PREFIX_KEY = "document_prefix"
 VECTOR_CODES_KEY = "vector_codes"
+# The identity of a shadow vector build under way (pipeline/shadow.py): the same fields, prefixed.
+NEXT_KEY_PREFIX = "next_"
+NEXT_KEYS = tuple(NEXT_KEY_PREFIX + key for key in (MODEL_KEY, DIMENSION_KEY, NORMALIZED_KEY, QUERY_PREFIX_KEY,
+                                                    DOCUMENT_PREFIX_KEY))
 
 # The vector tables and their delete triggers.
 VECTORS = "chunks_vec"
@@ -44,6 +48,9 @@ VECTORS_TRIGGER = "chunks_vec_ad"
 CODES = "chunks_vec_bits"
 FLOATS = "chunks_vec_f32"
 CODES_TRIGGER = "chunks_vec_bits_ad"
+# The shadow vector table a model switch fills while chunks_vec keeps serving (pipeline/shadow.py).
+NEXT_VECTORS = "chunks_vec_next"
+NEXT_VECTORS_TRIGGER = "chunks_vec_next_ad"
 
 # Temp views a read-only connection gets when it is opened (they live as long as it does): every
 # query Reader has the porter index's vocabulary with document frequencies (query/frequency.py); the
@@ -188,6 +195,9 @@ def ensure_vector_triggers(conn: Connection) -> list[str]:
             f"DELETE FROM {CODES} WHERE chunk_id = old.id; DELETE FROM {FLOATS} WHERE chunk_id = old.id; END"
         )
         restored.append(CODES_TRIGGER)
+    if NEXT_VECTORS in names and NEXT_VECTORS_TRIGGER not in names:
+        conn.execute(_next_trigger_ddl())
+        restored.append(NEXT_VECTORS_TRIGGER)
     return restored
 
 
@@ -199,6 +209,8 @@ def expected_triggers(conn: Connection) -> list[str]:
         wanted.append(VECTORS_TRIGGER)
     if {CODES, FLOATS} & names:
         wanted.append(CODES_TRIGGER)
+    if NEXT_VECTORS in names:
+        wanted.append(NEXT_VECTORS_TRIGGER)
     return wanted
 
 
@@ -334,3 +346,37 @@ def has_vector_codes(conn: Connection) -> bool:
     """Whether both companion tables and their trigger exist (their scheme is vector_codes' to judge)."""
     rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", (CODES, FLOATS, CODES_TRIGGER))
     return {r[0] for r in rows} == {CODES, FLOATS, CODES_TRIGGER}
+
+
+def _next_trigger_ddl() -> str:
+    return (f"CREATE TRIGGER IF NOT EXISTS {NEXT_VECTORS_TRIGGER} AFTER DELETE ON chunks BEGIN "
+            f"DELETE FROM {NEXT_VECTORS} WHERE chunk_id = old.id; END")
+
+
+def create_next_vectors(conn: Connection, dimension: int) -> None:
+    """Create the shadow table chunks_vec_next for vectors of dimension and its delete trigger (in a transaction)."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {NEXT_VECTORS} USING vec0(chunk_id INTEGER PRIMARY KEY,"
+        f" embedding float[{int(dimension)}])"
+    )
+    conn.execute(_next_trigger_ddl())
+
+
+def drop_next_vectors(conn: Connection) -> None:
+    """Drop the shadow table, its trigger and its identity (inside the caller's transaction)."""
+    conn.execute(f"DROP TRIGGER IF EXISTS {NEXT_VECTORS_TRIGGER}")
+    conn.execute(f"DROP TABLE IF EXISTS {NEXT_VECTORS}")
+    for key in NEXT_KEYS:
+        delete_meta(conn, key)
+
+
+def promote_next_vectors(conn: Connection, dimension: int) -> None:
+    """Replace chunks_vec by the shadow table's rows (inside the caller's transaction); drop the shadow.
+
+    The quantised companions are dropped with the old vectors; the caller rebuilds them.
+    """
+    drop_vector_codes(conn)
+    drop_vectors(conn)
+    create_vectors(conn, dimension)
+    conn.execute(f"INSERT INTO {VECTORS}(chunk_id, embedding) SELECT chunk_id, embedding FROM {NEXT_VECTORS}")
+    drop_next_vectors(conn)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.errors import EmbeddingUnavailable, PipelineError, VectorIdentityMismatch
+from config.errors import EmbeddingUnavailable, KnowledgeError, PipelineError, VectorIdentityMismatch
 from config.settings import EmbeddingsSettings, Settings
 from pipeline import db, schema, vector_codes
 from pipeline.db import Connection
@@ -73,6 +73,40 @@ def pinned_identity(meta: Mapping[str, str]) -> VectorIdentity | None:
         return None
     return VectorIdentity(model, int(dimension), meta.get(schema.QUERY_PREFIX_KEY, ""),
                           meta.get(schema.DOCUMENT_PREFIX_KEY, ""), meta.get(schema.NORMALIZED_KEY, "true") == "true")
+
+
+def serves(settings: EmbeddingsSettings, identity: VectorIdentity) -> bool:
+    """Whether an embeddings block asks for identity's model and prefixes (the dimension is the server's)."""
+    return (settings.model, settings.query_prefix, settings.document_prefix) == (
+        identity.model, identity.query_prefix, identity.document_prefix)
+
+
+def serving(settings: Settings, meta: Mapping[str, str]) -> Settings:
+    """The settings that serve a store with this meta: after a model switch, `embeddings_next` becomes `embeddings`.
+
+    When the pinned identity is `embeddings_next`'s and not `embeddings`' (the switch is done, the
+    configuration not yet edited), queries and index runs use the new block; otherwise unchanged.
+    """
+    pinned, emb, nxt = pinned_identity(meta), settings.embeddings, settings.embeddings_next
+    if pinned is None or emb is None or nxt is None or serves(emb, pinned) or not serves(nxt, pinned):
+        return settings
+    return replace(settings, embeddings=nxt, embeddings_next=None)
+
+
+def serving_store(settings: Settings) -> Settings:
+    """serving() for the store on disk (read-only, best effort); unchanged without embeddings_next or a store."""
+    if settings.embeddings_next is None or not settings.db_path.is_file():
+        return settings
+    try:
+        conn = db.connect_readonly(settings.db_path)
+    except (KnowledgeError, db.DatabaseError):  # the command itself reports an unreadable store
+        return settings
+    try:
+        return serving(settings, schema.read_meta(conn))
+    except db.DatabaseError:
+        return settings
+    finally:
+        conn.close()
 
 
 def differences(pinned: VectorIdentity, wanted: VectorIdentity) -> list[str]:
@@ -147,12 +181,14 @@ def plan(settings: Settings, reindex: bool, probe: Probe | None = None,
     the index holds vectors of another identity and `reindex` is off. Reads the store read-only
     (through conn, when the caller has it open).
     """
-    emb = settings.embeddings
+    emb, nxt = settings.embeddings, settings.embeddings_next
     if emb is None:
         return None
+    pinned, missing = _stored_state(settings.db_path, conn)
+    if pinned is not None and nxt is not None and not serves(emb, pinned) and serves(nxt, pinned):
+        emb, probe = nxt, None  # a model switch swapped after this process read its settings: the new block
     probe = probe or probe_server(emb)
     wanted = configured_identity(emb, probe.dimension)
-    pinned, missing = _stored_state(settings.db_path, conn)
     if pinned is not None and pinned != wanted:
         if not reindex:
             raise mismatch(settings.db_path, pinned, wanted)

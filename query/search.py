@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
 from config.observability import tracer
 from config.settings import MAX_TOP_K, Settings
-from pipeline.vectors import pinned_identity
+from pipeline.schema import read_meta
+from pipeline.vectors import pinned_identity, serving
 from query.fusion import rrf
 from query.lexical import FANOUT, search_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
@@ -108,6 +109,7 @@ def search_deep(settings: Settings, reader: Reader, text: str, depth: int,
 def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int = FANOUT, depth: int = 0,
             ranking: str | None = None) -> SearchResponse:
     """The top k; each tier reads `fanout` (lexical) or max(depth, KNN_K) (vector) candidates."""
+    settings = serving(settings, reader.meta)  # after a model switch, embeddings_next serves
     emb = settings.embeddings
     pinned = pinned_identity(reader.meta)
     tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
@@ -129,26 +131,39 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
         note = f"{note}; {left_out}" if note else left_out
     if emb is None or ranking == LEXICAL:
         return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k], lexical_scores), note, query.dropped)
-    from query.vector import KNN_K, embed_query, knn, query_identity  # the HTTP client only with embeddings
+    from query.vector import KNN_K, embed_query, knn_pinned, query_identity  # the HTTP client only with embeddings
 
     if not query.terms and ranking != VECTOR:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
         return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k], lexical_scores), note, query.dropped)
-    identity = query_identity(emb, reader.meta, settings.db_path)
-    try:
-        vector = embed_query(emb, identity, text)
-    except VectorIdentityMismatch:
-        raise
-    except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
-        if ranking is not None:
-            raise  # a forced ranking (evaluation) never degrades silently
-        reason = f"{exc.kind}: {one_line(str(exc), 200)}"
-        notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
-        return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
-                              reader.hydrate(lexical[:k], lexical_scores),
-                              "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
-    neighbours = [(cid, d) for cid, d in knn(reader.conn, vector, max(depth, KNN_K)) if cid not in excluded]
+    found: list[tuple[int, float]] | None = None
+    for _ in range(2):  # a second pass only when a model switch swapped the vectors mid-query
+        identity = query_identity(emb, reader.meta, settings.db_path)
+        try:
+            vector = embed_query(emb, identity, text)
+        except VectorIdentityMismatch:
+            raise
+        except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
+            if ranking is not None:
+                raise  # a forced ranking (evaluation) never degrades silently
+            reason = f"{exc.kind}: {one_line(str(exc), 200)}"
+            notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
+            return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
+                                  reader.hydrate(lexical[:k], lexical_scores),
+                                  "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
+        found = knn_pinned(reader.conn, identity, vector, max(depth, KNN_K))
+        if found is not None:
+            break
+        reader.meta = read_meta(reader.conn)  # the store now serves another model: follow it
+        settings = serving(settings, reader.meta)
+        emb = settings.embeddings
+        assert emb is not None  # serving() only ever swaps one block for another
+        now = pinned_identity(reader.meta)
+        tier = tier_line(settings, dimension=now.dimension if now else None)
+    if found is None:
+        raise VectorIdentityMismatch(f"the vectors of {settings.db_path} changed model twice during one query")
+    neighbours = [(cid, d) for cid, d in found if cid not in excluded]
     nearest = [cid for cid, _ in neighbours]
     if ranking == VECTOR:
         ranked = [(cid, -distance) for cid, distance in neighbours[:k]]

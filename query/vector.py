@@ -76,6 +76,25 @@ def knn(
     return knn_exact(conn, vector, k)
 
 
+def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
+               k: int = KNN_K) -> list[tuple[int, float]] | None:
+    """knn() in one read snapshot that still pins identity; None when the store switched models meanwhile.
+
+    A query embedded just before a model switch swapped the vector tier (pipeline/shadow.py) is
+    never compared with vectors of the other model: the caller re-embeds it with the new identity.
+    """
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        if pinned_identity(schema.read_meta(conn)) != identity:
+            return None
+        return knn(conn, vector, k)
+    finally:
+        if own:
+            conn.execute("COMMIT")
+
+
 def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tuple[int, float]]:
     """Brute-force KNN over chunks_vec: the reference ranking."""
     rows = conn.execute(

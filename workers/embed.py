@@ -27,9 +27,18 @@ from typing import Any, Self
 
 from config.errors import EmbeddingError, VectorIdentityMismatch
 from config.observability import tracer
-from pipeline import db
+from pipeline import db, schema
 from pipeline.embeddings import EmbeddingsClient, RetryPolicy, document_text
-from pipeline.vectors import VectorPlan, VectorWriter, install, reusable_hashes, to_blob
+from pipeline.vectors import (
+    VectorPlan,
+    VectorWriter,
+    install,
+    mismatch,
+    pinned_identity,
+    reusable_hashes,
+    serves,
+    to_blob,
+)
 from workers.payloads import DocumentItem, EmbedWork, Item
 from workers.runtime import Runtime
 
@@ -55,11 +64,13 @@ def run_plan(runtime: Runtime, run_id: str) -> VectorPlan | None:
 
 def client_for(runtime: Runtime, plan: VectorPlan) -> EmbeddingsClient:
     """This process's embeddings client for the plan's identity (created once, shared by threads)."""
-    settings = runtime.settings.embeddings
+    settings, ident = runtime.settings.embeddings, plan.identity
+    nxt = runtime.settings.embeddings_next
+    if nxt is not None and serves(nxt, ident) and (settings is None or not serves(settings, ident)):
+        settings = nxt  # the store switched models (knowledge vectors switch): the new server embeds
     if settings is None:
         raise VectorIdentityMismatch("this worker has no embeddings configured but the run embeds; "
                                      "give every worker the same knowledge.yaml")
-    ident = plan.identity
     pinned = replace(settings, model=ident.model, query_prefix=ident.query_prefix,
                      document_prefix=ident.document_prefix)
     with _lock:
@@ -223,6 +234,9 @@ def prepare_writer(runtime: Runtime, run_id: str) -> None:
         store.vector_hook = None
     else:
         with store.transaction() as conn:
+            pinned = pinned_identity(schema.read_meta(conn))
+            if plan.reuse and pinned is not None and pinned != plan.identity:  # a switch swapped since the plan
+                raise mismatch(runtime.settings.db_path, pinned, plan.identity)
             install(conn, plan.identity)
         store.vector_hook = VectorWriter(reuse=plan.reuse)
     runtime.prepared_runs.add(run_id)

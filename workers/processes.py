@@ -46,6 +46,7 @@ from workers.ledger import Presence
 from workers.ledger.redis_ledger import RedisLedger
 from workers.maintenance import declare_remove_actor
 from workers.runtime import Runtime, install, uninstall
+from workers.switch import declare_shadow_actor
 
 STOP_TIMEOUT_MS = 30_000
 PREFETCH_PER_THREAD = 4
@@ -112,6 +113,7 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     broker = connect_broker(settings)
     actors = declare_actors(broker)
     declare_remove_actor(broker)
+    declare_shadow_actor(broker)
     ledger = RedisLedger(broker.client, namespace(settings))
     install(Runtime(settings, ledger, store, actors))
     worker = dramatiq.Worker(broker, queues=set(queue_names), worker_threads=threads,
