@@ -10,6 +10,7 @@ import stat
 
 from config.errors import FileSkipped, PipelineError
 from pipeline.chunker import chunk_text
+from pipeline.front_matter import split as split_front_matter
 from pipeline.models import Document, FileJob
 from pipeline.walker import MAX_FILE_BYTES, not_regular
 
@@ -126,7 +127,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 def ingest_file(job: FileJob, force: bool = False) -> Document | str:
-    """Read, hash and chunk one file.
+    """Read, hash and chunk one file; a leading front-matter block gives fields and title, not text.
 
     Returns the Document, or the string "unchanged" when the content hash equals the stored one
     (and force is off). Raises FileSkipped (not indexable) or PipelineError (read failure).
@@ -135,14 +136,16 @@ def ingest_file(job: FileJob, force: bool = False) -> Document | str:
     digest = sha256_hex(data)
     if not force and job.stored_sha256 == digest:
         return "unchanged"
-    text = decode(data)
-    chunked = chunk_text(text)
+    matter = split_front_matter(decode(data))
+    chunked = chunk_text(matter.body)
     return Document(
         path=job.path,
         root=job.root,
         sha256=digest,
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,
-        title=chunked.title,
+        title=matter.title or chunked.title,
         chunks=chunked.chunks,
+        fields=matter.fields,
+        front_matter_error=matter.error,
     )

@@ -61,6 +61,9 @@ class Document:
     title: str | None
     chunks: list[Chunk]
     source: str = "file"
+    # the front-matter fields (pipeline/front_matter.py), and why a leading block was not parsed
+    fields: dict[str, Any] = field(default_factory=dict)
+    front_matter_error: str | None = None
     # float32 blobs by chunk ordinal, attached by the writer (they never cross a queue with the document)
     vectors: dict[int, bytes] = field(default_factory=dict)
 
@@ -84,6 +87,8 @@ class Document:
             title=data["title"],
             chunks=chunks,
             source=data.get("source", "file"),
+            fields=data.get("fields") or {},
+            front_matter_error=data.get("front_matter_error"),
         )
 
 

@@ -17,13 +17,19 @@ from collections.abc import Mapping
 from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline.db import Connection
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Format 1 stored paths as walked (relative to the working directory of the run); the writer of a
 # run migrates it to format 2's one spelling per file (pipeline/paths.py, Store._migrate_paths).
 PATHS_AS_WALKED = 1
+# Format 2 had no front-matter fields; the writer of a run migrates it to format 3 (documents.fields
+# and document_fields, Store._migrate_fields), and the files that began with a front-matter fence
+# are read again by that run.
+WITHOUT_FIELDS = 2
+# What format 2 lacks, added by Store._migrate_fields (ensure() then creates document_fields).
+FIELDS_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN fields TEXT"
 
-TABLES = ("meta", "documents", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk", "chunks_vocab")
-CONTENT_TABLES = ("meta", "documents", "chunks")  # the truth: everything else is derived from them
+TABLES = ("meta", "documents", "document_fields", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk", "chunks_vocab")
+CONTENT_TABLES = ("meta", "documents", "document_fields", "chunks")  # the truth: everything else is derived from them
 FTS_TABLES = ("chunks_fts", "chunks_fts_exact", "chunks_fts_cjk")
 FTS_CJK = "chunks_fts_cjk"  # indexes only the chunks with CJK runs, as its triggers do
 VOCAB_TABLE = "chunks_vocab"
@@ -103,9 +109,17 @@ CREATE TABLE IF NOT EXISTS documents (
     mtime_ns    INTEGER NOT NULL,
     chunk_count INTEGER NOT NULL,
     indexed_at  TEXT NOT NULL,
-    indexed_ns  INTEGER NOT NULL
+    indexed_ns  INTEGER NOT NULL,
+    fields      TEXT
 );
 CREATE INDEX IF NOT EXISTS documents_root ON documents(root);
+CREATE TABLE IF NOT EXISTS document_fields (
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    key         TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    PRIMARY KEY (key, value, document_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS document_fields_document ON document_fields(document_id);
 CREATE TABLE IF NOT EXISTS chunks (
     id           INTEGER PRIMARY KEY,
     document_id  INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -256,6 +270,16 @@ def check(conn: Connection, db_path: object) -> None:
     if "meta" in names:
         value = meta_value(conn, FORMAT_VERSION_KEY)
         version = int(value) if value is not None and value.isdigit() else None
+    if version == PATHS_AS_WALKED:
+        raise StoreFormatError(
+            f"{db_path} has format {version}, which stored paths as walked; run `knowledge index` once to "
+            "migrate it to one stored path per file (nothing is re-read)"
+        )
+    if version == WITHOUT_FIELDS:
+        raise StoreFormatError(
+            f"{db_path} has format {version}, which kept no front-matter fields; run `knowledge index` once "
+            "to migrate it (only files that begin with front matter are read again)"
+        )
     if version == FORMAT_VERSION and missing and not set(missing) & set(CONTENT_TABLES):
         raise StoreDamaged(
             f"the store {db_path} is damaged (missing: {', '.join(missing)}); "
@@ -269,11 +293,6 @@ def check(conn: Connection, db_path: object) -> None:
     if version > FORMAT_VERSION:
         raise StoreFormatError(
             f"{db_path} has format {version}, newer than this knowledge ({FORMAT_VERSION}); upgrade knowledge"
-        )
-    if version == PATHS_AS_WALKED:
-        raise StoreFormatError(
-            f"{db_path} has format {version}, which stored paths as walked; run `knowledge index` once to "
-            "migrate it to one stored path per file (nothing is re-read)"
         )
     if version < FORMAT_VERSION:
         raise StoreFormatError(

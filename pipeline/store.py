@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.errors import StoreError
-from pipeline import db, integrity, schema
+from pipeline import db, front_matter, integrity, schema
 from pipeline.fingerprint import StoredStat
 from pipeline.models import Document
 from pipeline.paths import PathBase, under
@@ -50,6 +50,8 @@ class Store:
             schema.create(self.conn)
         if base is not None and schema.format_version(self.conn) == schema.PATHS_AS_WALKED:
             self._migrate_paths(base)
+        if base is not None and schema.format_version(self.conn) == schema.WITHOUT_FIELDS:
+            self._migrate_fields()
         schema.check(self.conn, db_path)
         integrity.preflight(self.conn, db_path)
         # With embeddings: an object with stored(conn, doc_id) -> {text_hash: vector}, called before a
@@ -81,6 +83,25 @@ class Store:
                     conn.execute("UPDATE documents SET path = ? WHERE id = ?", (f"\x00{doc_id}", doc_id))
             for doc_id, (path, root) in final.items():
                 conn.execute("UPDATE documents SET path = ?, root = ? WHERE id = ?", (path, root, doc_id))
+            schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.WITHOUT_FIELDS)})
+
+    def _migrate_fields(self) -> None:
+        """Format 2 kept no front-matter fields; add their column and table (format 3).
+
+        A file whose first section begins with a front-matter fence (`---` or `+++`) had its block
+        indexed as text: its stored hash and stat are cleared, so this run reads it again and
+        splits the block off. Every other document is left as it is.
+        """
+        with self.transaction() as conn:
+            columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(documents)")}
+            if "fields" not in columns:
+                conn.execute(schema.FIELDS_COLUMN_DDL)
+            schema.ensure(conn)
+            conn.execute(
+                "UPDATE documents SET sha256 = '', mtime_ns = -1 WHERE source = 'file' AND id IN"
+                " (SELECT document_id FROM chunks WHERE ordinal = 0 AND heading_path = ''"
+                " AND (body LIKE '---%' OR body LIKE '+++%'))"
+            )
             schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.FORMAT_VERSION)})
 
     def close(self) -> None:
@@ -106,11 +127,12 @@ class Store:
         kept: dict[str, bytes] = {}
         with self.transaction() as conn:
             row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
-            values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp, ns)
+            values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp, ns,
+                      front_matter.to_json(doc.fields))
             if row is None:
                 cur = conn.execute(
                     "INSERT INTO documents(root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
-                    " indexed_ns, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " indexed_ns, fields, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*values, doc.path),
                 )
                 assert cur.lastrowid is not None  # set by every one-row INSERT
@@ -120,11 +142,16 @@ class Store:
                 if self.vector_hook is not None:
                     kept = self.vector_hook.stored(conn, doc_id)
                 conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+                conn.execute("DELETE FROM document_fields WHERE document_id = ?", (doc_id,))
                 conn.execute(
                     "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
-                    " chunk_count = ?, indexed_at = ?, indexed_ns = ? WHERE id = ?",
+                    " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ? WHERE id = ?",
                     (*values, doc_id),
                 )
+            conn.executemany(
+                "INSERT INTO document_fields(document_id, key, value) VALUES (?, ?, ?)",
+                [(doc_id, key, value) for key, value in front_matter.filter_values(doc.fields)],
+            )
             conn.executemany(
                 "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

@@ -55,6 +55,10 @@ def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: b
             if verdict is not Verdict.GO:
                 return key if verdict is Verdict.DONE else None
         items = [ingest_item(FileJob.from_wire(f), force) for f in files]
+        noted = [(i.path, i.document.front_matter_error) for i in items
+                 if isinstance(i, DocumentItem) and i.document.front_matter_error]
+        if noted:  # indexed as text all the same; the run summary lists why its fields were not kept
+            runtime.ledger.skip(run_id, noted)
         if plan is not None:
             routed = embed.route(runtime, run_id, key, items, plan, backpressure.limit(runtime, plan))
             if routed is None:
