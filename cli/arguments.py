@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -104,3 +105,22 @@ def hoist_global_options(argv: Sequence[str], commands: Sequence[str]) -> list[s
 def query_text(words: tuple[str, ...]) -> str:
     """The words of a QUERY argument as one string."""
     return " ".join(words)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def filter_options(command: F) -> F:
+    """--path, --root and --where (each repeatable): the filters of search and match (query/filters.py)."""
+    for option in reversed((
+        click.option("--path", "paths", multiple=True, metavar="PREFIX|GLOB",
+                     help="Only documents under this path prefix or matching this glob (docs/api/**); "
+                          "repeat for any of several."),
+        click.option("--root", "roots", multiple=True, metavar="ROOT",
+                     help="Only documents of this indexed root; repeat for any of several."),
+        click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
+                     help="Only documents whose front-matter field KEY equals VALUE (a list field: contains it); "
+                          "repeat for all of several."),
+    )):
+        command = option(command)
+    return command

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.app import Context, cli, echo_json, echo_tier, pass_context, prologue
-from cli.arguments import QueryCommand, query_text
+from cli.arguments import QueryCommand, filter_options, query_text
 from config.errors import (
     EXIT_FAILURE,
     IndexNotBuilt,
@@ -28,6 +28,7 @@ from query.enumerate import (
     enumerate_documents,
     to_json,
 )
+from query.filters import Filter
 from query.reader import STATUS_NOT_BUILT, not_built_note
 from query.terminal import clean
 from query.tier import tier_line
@@ -76,11 +77,13 @@ def _text(value: str) -> Text:
 @click.option("--exit-code", is_flag=True,
               help="Exit 1 when no document matches (off by default: an empty answer is an answer).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@filter_options
 @pass_context
 def match_command(
     obj: Context, words: tuple[str, ...], limit: int | None, show_all: bool, sort: str, min_matches: int,
     paths_only: bool,
     count_only: bool, exit_code: bool, as_json: bool,
+    paths: tuple[str, ...], roots: tuple[str, ...], where: tuple[str, ...],
 ) -> None:
     """List every document containing all the words of QUERY, completely and unranked.
 
@@ -96,7 +99,8 @@ def match_command(
     echo_tier(tier_line(settings), machine)
     everything = show_all or (limit is None and (paths_only or count_only))
     wanted = None if everything else limit or DEFAULT_LIMIT
-    result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches)
+    result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches,
+                                 filters=Filter.of(paths, roots, where))
     mapper = CitationMapper.from_settings(settings)
     if as_json:
         echo_json(to_json(result, mapper))

@@ -16,9 +16,10 @@ from cli.app import (
     pass_context,
     prologue,
 )
-from cli.arguments import QueryCommand, query_text
+from cli.arguments import QueryCommand, filter_options, query_text
 from config.errors import IndexNotBuilt, KnowledgeError
 from config.settings import MAX_TOP_K, Settings
+from query.filters import Filter
 from query.listing import sources_answer, stats_answer
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
 from query.search import hit_json, search, to_json
@@ -31,12 +32,16 @@ from query.terminal import clean, one_line, preview
               help=f"Results to return (default top_k, max {MAX_TOP_K}).")
 @click.option("--full", is_flag=True, help="Print whole sections instead of previews.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@filter_options
+@click.option("--explain", is_flag=True,
+              help="Show per result its lexical rank and BM25 score, vector rank and distance, and RRF shares.")
 @pass_context
-def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full: bool, as_json: bool) -> None:
+def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full: bool, as_json: bool,
+                   paths: tuple[str, ...], roots: tuple[str, ...], where: tuple[str, ...], explain: bool) -> None:
     """Rank the sections that best answer QUERY (its words need no quotes)."""
     query = query_text(words)
     settings = obj.settings
-    response = search(settings, query, top_k)
+    response = search(settings, query, top_k, filters=Filter.of(paths, roots, where), explain=explain)
     echo_tier(response.tier, as_json)
     from query.citations import CitationMapper
 
@@ -71,6 +76,8 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
             click.echo(f"        Chunk: {body}")
         else:
             click.echo(f"        Chunk: {preview(hit.content)}")
+        if hit.explain is not None:
+            click.echo(f"      {hit.explain.line()}")
 
 
 @cli.command("show", cls=QueryCommand)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-def _translate(glob: str) -> tuple[re.Pattern[str], bool]:
-    """(regex of glob, directories only)."""
+def translate(glob: str) -> tuple[re.Pattern[str], bool]:
+    """(regex of glob, directories only); also the path globs of query filters (query/filters.py)."""
     dir_only = glob.endswith("/")
     body = glob.strip("/")
     out: list[str] = []
@@ -53,8 +53,8 @@ class Globs:
     @classmethod
     def of(cls, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Globs:
         """Compile the globs as written in the config."""
-        return cls(tuple((g, *_translate(g)) for g in include if g.strip("/")),
-                   tuple((g, *_translate(g)) for g in exclude if g.strip("/")))
+        return cls(tuple((g, *translate(g)) for g in include if g.strip("/")),
+                   tuple((g, *translate(g)) for g in exclude if g.strip("/")))
 
     def excluded_by(self, relative: str, directory: bool) -> str | None:
         """The exclude glob matching a path relative to its root, or None."""

@@ -28,7 +28,8 @@ WITHOUT_FIELDS = 2
 # What format 2 lacks, added by Store._migrate_fields (ensure() then creates document_fields).
 FIELDS_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN fields TEXT"
 
-TABLES = ("meta", "documents", "document_fields", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk", "chunks_vocab")
+TABLES = ("meta", "documents", "document_fields", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk",
+          "chunks_vocab")
 CONTENT_TABLES = ("meta", "documents", "document_fields", "chunks")  # the truth: everything else is derived from them
 FTS_TABLES = ("chunks_fts", "chunks_fts_exact", "chunks_fts_cjk")
 FTS_CJK = "chunks_fts_cjk"  # indexes only the chunks with CJK runs, as its triggers do

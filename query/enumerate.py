@@ -17,6 +17,7 @@ from config.errors import QueryError
 from config.observability import tracer
 from config.settings import Settings
 from pipeline.db import Connection
+from query.filters import Filter
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
 from query.terms import TRIGRAM, quote
@@ -124,11 +125,13 @@ def enumerate_documents(
     sort: str = "matches",
     reader: Reader | None = None,
     min_matches: int = 1,
+    filters: Filter | None = None,
 ) -> EnumerateResult:
     """Every document holding all positive terms and none of the excluded; raise QueryError on bad syntax.
 
     min_matches keeps only the documents whose matching sections (body and heading matches of every
-    positive term, summed) number at least that many.
+    positive term, summed) number at least that many; filters keeps only the documents it allows
+    (query/filters.py), and the answer is complete within them.
     """
     if sort not in SORTS:
         raise QueryError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}")
@@ -139,7 +142,7 @@ def enumerate_documents(
             if reader is None:
                 result = EnumerateResult(STATUS_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
             else:
-                result = _enumerate(reader, text, parsed, limit, sort, min_matches)
+                result = _enumerate(reader, text, parsed, limit, sort, min_matches, filters)
                 if result.status == STATUS_OK and not result.matched:
                     reader.require_intact()
         span.set_attribute("knowledge.status", result.status)
@@ -149,7 +152,7 @@ def enumerate_documents(
 
 
 def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None, sort: str,
-               min_matches: int) -> EnumerateResult:
+               min_matches: int, filters: Filter | None = None) -> EnumerateResult:
     indexed = reader.document_count()
     if indexed == 0:
         return EnumerateResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, text, dropped=parsed.dropped)
@@ -169,6 +172,9 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
     for term in parsed.terms:
         if term.negated:
             matching -= sets[term].keys()
+    active = filters is not None and filters.active
+    if filters is not None and active:
+        matching &= filters.documents(conn)
     totals: dict[int, DocumentHits] = {}
     for doc_id in matching:
         total = DocumentHits()
@@ -182,6 +188,8 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
     documents = _hydrate(conn, totals, sort, limit)
     result = EnumerateResult(STATUS_OK, "", text, reports, parsed.dropped, len(totals), documents, indexed)
     result.note = ok_note(result)
+    if filters is not None and active:
+        result.note += "; " + filters.describe()
     return result
 
 

@@ -18,45 +18,60 @@ from query.terms import TRIGRAM, LexicalQuery, quote, trigrams
 
 FANOUT = 50
 HEADING_WEIGHT = 2.0
+# The filtered form of each query (query/filters.py): only the chunks of the allowed documents, a
+# JSON array of document ids, are candidates, so the LIMIT counts allowed chunks only.
+ALLOWED_ROWS = " AND rowid IN (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
 
 
-def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT) -> list[tuple[int, float]]:
-    """(chunk id, score) best first, lower scores better: bm25, or negated RRF when CJK runs are fused."""
-    porter = _porter_ids(conn, query, limit)
+def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT,
+               allowed: str | None = None) -> list[tuple[int, float]]:
+    """(chunk id, score) best first, lower scores better: bm25, or negated RRF when CJK runs are fused.
+
+    allowed (a JSON array of document ids) restricts the candidates to those documents' chunks.
+    """
+    porter = _porter_ids(conn, query, limit, allowed)
     if not query.cjk:
         return porter
-    rankings = [[cid for cid, _ in porter], *cjk_rankings(conn, query.cjk, limit)]
+    rankings = [[cid for cid, _ in porter], *cjk_rankings(conn, query.cjk, limit, allowed)]
     return fuse(rankings, limit)
 
 
-def _porter_ids(conn: Connection, query: LexicalQuery, limit: int) -> list[tuple[int, float]]:
+def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
+                allowed: str | None = None) -> list[tuple[int, float]]:
     if not query.expression:
         return []
-    query = without_common(conn, query, limit)
+    if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
+        query = without_common(conn, query, limit)
     rows = conn.execute(
         f"SELECT rowid, bm25(chunks_fts, 1.0, {HEADING_WEIGHT}) AS score FROM chunks_fts"
-        " WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",
-        (query.expression, limit),
+        f" WHERE chunks_fts MATCH ?{ALLOWED_ROWS if allowed is not None else ''} ORDER BY score, rowid LIMIT ?",
+        (query.expression, *_args(allowed), limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def cjk_rankings(conn: Connection, runs: tuple[str, ...] | list[str], limit: int = FANOUT) -> list[list[int]]:
+def _args(allowed: str | None) -> tuple[str, ...]:
+    return () if allowed is None else (allowed,)
+
+
+def cjk_rankings(conn: Connection, runs: tuple[str, ...] | list[str], limit: int = FANOUT,
+                 allowed: str | None = None) -> list[list[int]]:
     """Chunk ids ranked per kind of CJK run: one trigram BM25 list, then one list per short run."""
     rankings: list[list[int]] = []
     grams = trigrams(runs)
+    only = ALLOWED_ROWS if allowed is not None else ""
     if grams:
         rows = conn.execute(
-            "SELECT rowid FROM chunks_fts_cjk WHERE chunks_fts_cjk MATCH ?"
+            f"SELECT rowid FROM chunks_fts_cjk WHERE chunks_fts_cjk MATCH ?{only}"
             " ORDER BY bm25(chunks_fts_cjk), rowid LIMIT ?",
-            (" OR ".join(quote(g) for g in grams), limit),
+            (" OR ".join(quote(g) for g in grams), *_args(allowed), limit),
         ).fetchall()
         rankings.append([int(r[0]) for r in rows])
     for run in (r for r in runs if len(r) < TRIGRAM):
         rows = conn.execute(
-            "SELECT id FROM chunks WHERE cjk != '' AND instr(cjk, ?) > 0"
+            f"SELECT id FROM chunks WHERE cjk != '' AND instr(cjk, ?) > 0{only}"
             " ORDER BY (length(cjk) - length(replace(cjk, ?, ''))) * 1.0 / length(cjk) DESC, id LIMIT ?",
-            (run, run, limit),
+            (run, *_args(allowed), run, limit),
         ).fetchall()
         rankings.append([int(r[0]) for r in rows])
     return rankings

@@ -11,13 +11,16 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.errors import IndexNotBuilt
 from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.paths import under
+
+if TYPE_CHECKING:
+    from query.explain import Explain
 
 STATUS_NOT_BUILT = "index_not_built"
 
@@ -37,6 +40,7 @@ class Hit:
     section: str
     content: str
     score: float | None = None  # higher is better; its scale is the ranking's (BM25, RRF or -distance)
+    explain: Explain | None = None  # the tiers' ranks and scores, when asked for (query/explain.py)
 
     @property
     def index_ref(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -11,6 +11,8 @@ from config.observability import tracer
 from config.settings import MAX_TOP_K, Settings
 from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
+from query.explain import explanations
+from query.filters import Filter, document_ids_json
 from query.fusion import rrf
 from query.lexical import FANOUT, search_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
@@ -59,8 +61,12 @@ def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]
     return max(1, int(wanted)), None
 
 
-def search(settings: Settings, text: str, top_k: int | None = None, reader: Reader | None = None) -> SearchResponse:
+def search(settings: Settings, text: str, top_k: int | None = None, reader: Reader | None = None,
+           filters: Filter | None = None, explain: bool = False) -> SearchResponse:
     """Answer free text with the top_k best sections; never raises for any query text.
+
+    filters narrows the documents answered from (query/filters.py); explain attaches to each hit
+    its ranks and scores in each tier (query/explain.py).
 
     With embeddings the vector tier runs too and RRF fuses both rankings; an unreachable or
     failing server degrades to lexical (tier line, note and `degraded` say so), while a model,
@@ -71,7 +77,7 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
             return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=not_built_note(settings))
         k, clamped = clamp_top_k(top_k, settings)
         with tracer().start_as_current_span("search") as span:
-            response = _search(settings, reader, text, k)
+            response = _search(settings, reader, text, k, filters=filters, explain=explain)
             if clamped:
                 response.note = "; ".join(n for n in (response.note, clamped) if n)
             if not response.hits and response.status == STATUS_OK:
@@ -107,8 +113,12 @@ def search_deep(settings: Settings, reader: Reader, text: str, depth: int,
 
 
 def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int = FANOUT, depth: int = 0,
-            ranking: str | None = None) -> SearchResponse:
-    """The top k; each tier reads `fanout` (lexical) or max(depth, KNN_K) (vector) candidates."""
+            ranking: str | None = None, filters: Filter | None = None, explain: bool = False) -> SearchResponse:
+    """The top k; each tier reads `fanout` (lexical) or max(depth, KNN_K) (vector) candidates.
+
+    With an active filter both tiers read only the allowed documents' chunks (query/filters.py), so
+    their candidates are the best allowed ones, never a fixed fan-out cut afterwards.
+    """
     settings = serving(settings, reader.meta)  # after a model switch, embeddings_next serves
     emb = settings.embeddings
     pinned = pinned_identity(reader.meta)
@@ -116,8 +126,9 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     if reader.document_count() == 0:
         return SearchResponse(tier, STATUS_EMPTY, note=NOTE_EMPTY)
     query = build_query(text)
+    allowed = document_ids_json(filters.documents(reader.conn)) if filters is not None and filters.active else None
     excluded = excluded_ids(reader, query)
-    scored = [(cid, score) for cid, score in search_ids(reader.conn, query, fanout)
+    scored = [(cid, score) for cid, score in search_ids(reader.conn, query, fanout, allowed)
               if cid not in excluded] if ranking != VECTOR else []
     lexical = [cid for cid, _ in scored]
     lexical_scores = {cid: -score for cid, score in scored}  # bm25 (or negated RRF): lower was better
@@ -129,14 +140,25 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     if query.excluded:
         left_out = "left out the sections holding " + ", ".join(query.excluded)
         note = f"{note}; {left_out}" if note else left_out
+    if allowed is not None and filters is not None:
+        note = "; ".join(n for n in (note, filters.describe()) if n)
+
+    def hits(ids: list[int], scores: dict[int, float], used: str,
+             neighbours: list[tuple[int, float]] | None = None) -> list[Hit]:
+        found = reader.hydrate(ids, scores)
+        if not explain:
+            return found
+        why = explanations(used, scored if used != VECTOR else [], neighbours or [], bool(query.cjk))
+        return [replace(h, explain=why.get(h.chunk_id)) for h in found]
+
     if emb is None or ranking == LEXICAL:
-        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k], lexical_scores), note, query.dropped)
+        return SearchResponse(tier, STATUS_OK, hits(lexical[:k], lexical_scores, LEXICAL), note, query.dropped)
     from query.vector import KNN_K, embed_query, knn_pinned, query_identity  # the HTTP client only with embeddings
 
     if not query.terms and ranking != VECTOR:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
-        return SearchResponse(tier, STATUS_OK, reader.hydrate(lexical[:k], lexical_scores), note, query.dropped)
+        return SearchResponse(tier, STATUS_OK, hits(lexical[:k], lexical_scores, LEXICAL), note, query.dropped)
     found: list[tuple[int, float]] | None = None
     for _ in range(2):  # a second pass only when a model switch swapped the vectors mid-query
         identity = query_identity(emb, reader.meta, settings.db_path)
@@ -150,9 +172,9 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
             reason = f"{exc.kind}: {one_line(str(exc), 200)}"
             notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
             return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
-                                  reader.hydrate(lexical[:k], lexical_scores),
+                                  hits(lexical[:k], lexical_scores, LEXICAL),
                                   "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
-        found = knn_pinned(reader.conn, identity, vector, max(depth, KNN_K))
+        found = knn_pinned(reader.conn, identity, vector, max(depth, KNN_K), allowed)
         if found is not None:
             break
         reader.meta = read_meta(reader.conn)  # the store now serves another model: follow it
@@ -169,8 +191,9 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
         ranked = [(cid, -distance) for cid, distance in neighbours[:k]]
     else:
         ranked = rrf([lexical, nearest])[:k]
-    return SearchResponse(tier, STATUS_OK, reader.hydrate([cid for cid, _ in ranked], dict(ranked)), note,
-                          query.dropped)
+    return SearchResponse(tier, STATUS_OK,
+                          hits([cid for cid, _ in ranked], dict(ranked), ranking or HYBRID, neighbours),
+                          note, query.dropped)
 
 
 def hit_json(hit: Hit, mapper: CitationMapper | None = None) -> dict[str, Any]:
@@ -183,6 +206,7 @@ def hit_json(hit: Hit, mapper: CitationMapper | None = None) -> dict[str, Any]:
         "section": hit.section,
         "content": hit.content,
         "score": None if hit.score is None else round(hit.score, 6),
+        **({"explain": hit.explain.to_json()} if hit.explain is not None else {}),
     }
 
 

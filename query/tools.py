@@ -18,6 +18,7 @@ from config.settings import MAX_TOP_K, Settings
 from query import budget
 from query.citations import CitationMapper
 from query.enumerate import document_json, enumerate_documents, ok_note
+from query.filters import Filter
 from query.match_query import scrub
 from query.search import hit_json, search
 
@@ -37,8 +38,17 @@ SEARCH_DESCRIPTION = (
     "show it to a reader. `path` is the document's file path as indexed: keep it off the page, and hand "
     "it to a file-reading tool, where one is offered, to read the rest of the document. Ranking can miss "
     "a document: before saying the documents do not mention something, check with knowledge_enumerate. "
-    "Every answer has a `status` (ok, index_not_built, index_empty) and a `note` to read."
+    "Every answer has a `status` (ok, index_not_built, index_empty) and a `note` to read. "
+    + "{filters} Set explain to true to see, per result, its lexical rank and BM25 score, its vector rank "
+    "and distance, and each one's share of the fused (RRF) score."
 )
+FILTERS_DESCRIPTION = (
+    "Narrow the documents searched with filters (all optional, results are still the best k within "
+    "them): path, a path prefix (`docs/api`) or glob (`docs/api/**`, `*.md`) as indexed; root, an "
+    "indexed root; where, front-matter field equality as `key=value` strings or a {key: value} object "
+    "(`tags=security`; a list field matches when it contains the value; several conditions must all hold)."
+)
+SEARCH_DESCRIPTION = SEARCH_DESCRIPTION.replace("{filters}", FILTERS_DESCRIPTION)
 ENUMERATE_DESCRIPTION = (
     "List every indexed document that contains the words, completely and unranked: use it before "
     "answering that something is absent, then read what you need with knowledge_search. Syntax: bare "
@@ -48,7 +58,7 @@ ENUMERATE_DESCRIPTION = (
     "applies), `index_ref` (an index key, never shown to a reader) and `path` (keep it off the page; "
     "hand it to a file-reading tool where one is offered). `matched` is the complete count even when "
     "the list is trimmed. Every answer has a `status` (ok, index_not_built, corpus_empty, query_empty, "
-    "query_error) and a `note` to read."
+    "query_error) and a `note` to read. " + FILTERS_DESCRIPTION
 )
 
 OK_SEARCH_NOTE = (
@@ -63,11 +73,25 @@ def _failed(exc: KnowledgeError, query: str, listing: str) -> dict[str, Any]:
     return {"framing": FRAMING, "status": status, "note": str(exc), "query": query, listing: []}
 
 
-def knowledge_search(settings: Settings, query: str, top_k: int | None = None) -> dict[str, Any]:
+Where = list[str] | dict[str, str] | str | None
+
+
+def tool_filter(path: list[str] | str | None = None, root: list[str] | str | None = None,
+                where: Where = None) -> Filter:
+    """The filter of a tool call or API request; `where` as `key=value` strings or a {key: value} object."""
+    if isinstance(where, dict):
+        where = [f"{key}={value}" for key, value in where.items()]
+    return Filter.of(path, root, where)
+
+
+def knowledge_search(settings: Settings, query: str, top_k: int | None = None,
+                     path: list[str] | str | None = None, root: list[str] | str | None = None,
+                     where: Where = None, explain: bool = False) -> dict[str, Any]:
     """The knowledge_search tool: ranked, cited sections within the text budget; never raises."""
     query = scrub(query)
     try:
-        response = search(settings, query, top_k)
+        filters = tool_filter(path, root, where)
+        response = search(settings, query, top_k, filters=filters, explain=explain)
         mapper = CitationMapper.from_settings(settings)
     except KnowledgeError as exc:
         return _failed(exc, query, "results")
@@ -86,6 +110,7 @@ def knowledge_search(settings: Settings, query: str, top_k: int | None = None) -
         "note": "; ".join(notes),
         "tier": response.tier,
         "query": query,
+        **({"filters": filters.to_json()} if filters.active else {}),
         "dropped_terms": list(response.dropped),
         "returned": len(fitted.items),
         "trimmed": fitted.trimmed,
@@ -93,18 +118,22 @@ def knowledge_search(settings: Settings, query: str, top_k: int | None = None) -
     }
 
 
-def knowledge_enumerate(settings: Settings, query: str) -> dict[str, Any]:
+def knowledge_enumerate(settings: Settings, query: str, path: list[str] | str | None = None,
+                        root: list[str] | str | None = None, where: Where = None) -> dict[str, Any]:
     """The knowledge_enumerate tool: every matching document, trimmed to a quarter budget; never raises."""
     query = scrub(query)
     try:
+        filters = tool_filter(path, root, where)
         room = budget.enumerate_budget(settings)
-        result = enumerate_documents(settings, query, limit=budget.most_entries(room))
+        result = enumerate_documents(settings, query, limit=budget.most_entries(room), filters=filters)
         mapper = CitationMapper.from_settings(settings)
     except KnowledgeError as exc:
         return _failed(exc, query, "documents")
     entries = [document_json(d, mapper) for d in result.documents]
     fitted = budget.fit(entries, budget.entry_size, room, offered=result.matched)
     note = ok_note(result, shown=result.matched) if result.status == "ok" else result.note
+    if result.status == "ok" and filters.active:
+        note += "; " + filters.describe()
     if fitted.trimmed:
         note += "; " + budget.trimmed_note("documents", fitted, settings.max_injected_tokens)
         note += "; narrow the query (more words, heading:, -exclusions) to see the rest"
@@ -113,6 +142,7 @@ def knowledge_enumerate(settings: Settings, query: str) -> dict[str, Any]:
         "status": result.status,
         "note": note,
         "query": query,
+        **({"filters": filters.to_json()} if filters.active else {}),
         "matched": result.matched,
         "indexed_documents": result.indexed_documents,
         "returned": len(fitted.items),

@@ -77,8 +77,10 @@ def knn(
 
 
 def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
-               k: int = KNN_K) -> list[tuple[int, float]] | None:
+               k: int = KNN_K, allowed: str | None = None) -> list[tuple[int, float]] | None:
     """knn() in one read snapshot that still pins identity; None when the store switched models meanwhile.
+
+    With allowed (a filter's document ids, query/filters.py) only those documents' chunks are ranked.
 
     A query embedded just before a model switch swapped the vector tier (pipeline/shadow.py) is
     never compared with vectors of the other model: the caller re-embeds it with the new identity.
@@ -89,10 +91,30 @@ def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
     try:
         if pinned_identity(schema.read_meta(conn)) != identity:
             return None
-        return knn(conn, vector, k)
+        return knn(conn, vector, k) if allowed is None else knn_within(conn, vector, allowed, k)
     finally:
         if own:
             conn.execute("COMMIT")
+
+
+def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN_K) -> list[tuple[int, float]]:
+    """(chunk id, L2 distance) of the k nearest chunks of the allowed documents (a JSON array of ids).
+
+    Exact: each allowed chunk's vector is scored (from the float copies when the quantised
+    companions exist, else from chunks_vec), so a filter never starves the top k.
+    """
+    if not has_table(conn):
+        raise VectorIdentityMismatch(
+            "the index pins a vector identity but has no vector table; run `knowledge index --reindex`"
+        )
+    table = schema.FLOATS if vector_codes.ready(conn) else schema.VECTORS
+    rows = conn.execute(
+        f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {table} WHERE chunk_id IN"
+        " (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
+        f" ORDER BY d, chunk_id LIMIT {int(k)}",
+        (to_blob(vector), allowed),
+    ).fetchall()
+    return [(int(r[0]), float(r[1])) for r in rows]
 
 
 def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tuple[int, float]]:

@@ -148,6 +148,16 @@ def _int_param(request: Request, name: str, default: int | None) -> int | None:
         raise QueryError(f"{name} must be a whole number, got {raw!r}") from exc
 
 
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "").lower() in ("1", "true", "yes")
+
+
+def _filter_params(request: Request) -> tuple[list[str], list[str], list[str]]:
+    """The repeatable filter parameters: path, root and where (key=value)."""
+    params = request.query_params
+    return params.getlist("path"), params.getlist("root"), params.getlist("where")
+
+
 class JsonApi:
     """The GET /v1 handlers over the same core functions the CLI and the tools use."""
 
@@ -160,7 +170,10 @@ class JsonApi:
         return _json({"status": "ok", "tools": list(self.served)})
 
     def search(self, request: Request) -> Response:
-        """knowledge_search over HTTP: ?q=...&top_k=..."""
+        """knowledge_search over HTTP: ?q=...&top_k=...&path=...&root=...&where=key=value&explain=true
+
+        path, root and where may repeat (paths or roots widen, where conditions all hold).
+        """
         if "knowledge_search" not in self.served:
             return _json(_not_served("knowledge_search"), 404)
         query = request.query_params.get("q")
@@ -170,19 +183,24 @@ class JsonApi:
             top_k = _int_param(request, "top_k", None)
         except QueryError as exc:
             return _json({"status": "query_error", "note": str(exc)}, 400)
-        return _json(tools.knowledge_search(self.settings, query, top_k))
+        path, root, where = _filter_params(request)
+        return _json(tools.knowledge_search(self.settings, query, top_k, path, root, where,
+                                            _flag(request, "explain")))
 
     def match(self, request: Request) -> Response:
-        """match over HTTP, the `match --json` shape: ?q=...&limit=...&sort=matches|path&all=1"""
+        """match over HTTP, the `match --json` shape: ?q=...&limit=...&sort=matches|path&all=1, and the
+        filters of /v1/search (path, root, where)."""
         if "knowledge_enumerate" not in self.served:
             return _json(_not_served("knowledge_enumerate"), 404)
         query = request.query_params.get("q")
         if query is None:
             return _json({"status": "query_error", "note": "pass the query as ?q=..."}, 400)
         try:
-            everything = request.query_params.get("all", "") in ("1", "true", "yes")
+            everything = _flag(request, "all")
             limit = None if everything else checked_limit(_int_param(request, "limit", DEFAULT_LIMIT))
-            result = enumerate_documents(self.settings, query, limit, request.query_params.get("sort", "matches"))
+            filters = tools.tool_filter(*_filter_params(request))
+            result = enumerate_documents(self.settings, query, limit, request.query_params.get("sort", "matches"),
+                                         filters=filters)
             mapper = CitationMapper.from_settings(self.settings)
         except QueryError as exc:
             return _json({"status": "query_error", "note": str(exc)}, 400)

@@ -13,10 +13,11 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 from config.settings import Settings
 from query import tools
@@ -32,6 +33,15 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 log = logging.getLogger("knowledge.mcp")
 
+# The filter and explain parameters as the input schema describes them to agents.
+PATH_HELP = ("Only documents whose indexed path is under one of these prefixes (docs/api) or matches one of "
+             "these globs (docs/api/**, *.md; ** spans directories).")
+ROOT_HELP = "Only documents under one of these indexed roots."
+WHERE_HELP = ("Front-matter field equality, all must hold: key=value strings or a {key: value} object "
+              "(tags=security; a list field matches when it contains the value).")
+EXPLAIN_HELP = ("Attach to each result an `explain` object: lexical rank and BM25 score, vector rank and "
+                "distance, and each tier's share of the fused RRF score.")
+
 
 def tool_result(data: dict[str, Any]) -> CallToolResult:
     """A tool answer as MCP content: the JSON text and the same object as structured content."""
@@ -43,11 +53,23 @@ def tool_result(data: dict[str, Any]) -> CallToolResult:
 def _functions(settings: Settings) -> dict[str, Callable[..., CallToolResult]]:
     """The MCP-facing signature of each tool (the SDK derives the input schema from it)."""
 
-    def knowledge_search(query: str, top_k: int | None = None) -> CallToolResult:
-        return tool_result(tools.knowledge_search(settings, query, top_k))
+    def knowledge_search(
+        query: str,
+        top_k: int | None = None,
+        path: Annotated[list[str] | None, Field(description=PATH_HELP)] = None,
+        root: Annotated[list[str] | None, Field(description=ROOT_HELP)] = None,
+        where: Annotated[list[str] | dict[str, str] | None, Field(description=WHERE_HELP)] = None,
+        explain: Annotated[bool, Field(description=EXPLAIN_HELP)] = False,
+    ) -> CallToolResult:
+        return tool_result(tools.knowledge_search(settings, query, top_k, path, root, where, explain))
 
-    def knowledge_enumerate(query: str) -> CallToolResult:
-        return tool_result(tools.knowledge_enumerate(settings, query))
+    def knowledge_enumerate(
+        query: str,
+        path: Annotated[list[str] | None, Field(description=PATH_HELP)] = None,
+        root: Annotated[list[str] | None, Field(description=ROOT_HELP)] = None,
+        where: Annotated[list[str] | dict[str, str] | None, Field(description=WHERE_HELP)] = None,
+    ) -> CallToolResult:
+        return tool_result(tools.knowledge_enumerate(settings, query, path, root, where))
 
     return {"knowledge_search": knowledge_search, "knowledge_enumerate": knowledge_enumerate}
 

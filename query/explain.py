@@ -1,0 +1,86 @@
+"""Why a hit ranked where it did: its place and score in each tier, and each tier's share of its RRF score.
+
+Asked for with `search --explain`, `"explain": true` in /v1/search and knowledge_search; a hit
+carries it in an `explain` object beside its `score`, and only when asked. The lexical score is
+FTS5's bm25 (lower is better; the hit's `score` is its negation) or, for a query with CJK runs, the
+reciprocal rank fusion of its porter and trigram rankings. The vector distance is L2 between unit
+vectors (0 is identical, 2 opposite). In a hybrid ranking each tier adds 1/(RRF_K + rank) to the
+fused score, and its share is that part over the whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from query.fusion import RRF_K
+
+
+@dataclass(frozen=True)
+class Explain:
+    """One hit's ranks and scores in the tiers that found it (None where a tier did not)."""
+
+    ranking: str
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    lexical_fused: bool = False  # the lexical score is a CJK fusion, not bm25
+    vector_rank: int | None = None
+    vector_distance: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `explain` object of a hit."""
+        lexical: dict[str, Any] | None = None
+        if self.lexical_rank is not None:
+            score = None if self.lexical_score is None else round(self.lexical_score, 6)
+            lexical = {"rank": self.lexical_rank, "bm25": None if self.lexical_fused else score}
+            if self.lexical_fused:
+                lexical["cjk_rrf"] = None if score is None else -score
+        vector = None
+        if self.vector_rank is not None:
+            distance = None if self.vector_distance is None else round(self.vector_distance, 6)
+            vector = {"rank": self.vector_rank, "distance": distance}
+        out: dict[str, Any] = {"ranking": self.ranking, "lexical": lexical, "vector": vector, "rrf": None}
+        if self.ranking == "hybrid":
+            parts = {name: 1.0 / (RRF_K + rank) if rank is not None else 0.0
+                     for name, rank in (("lexical", self.lexical_rank), ("vector", self.vector_rank))}
+            total = sum(parts.values())
+            out["rrf"] = {
+                "k": RRF_K,
+                "score": round(total, 6),
+                "lexical_share": round(parts["lexical"] / total, 4) if total else 0.0,
+                "vector_share": round(parts["vector"] / total, 4) if total else 0.0,
+            }
+        return out
+
+    def line(self) -> str:
+        """The one-line form the terminal prints under a hit."""
+        parts: list[str] = []
+        if self.lexical_rank is not None:
+            kind = "cjk-rrf" if self.lexical_fused else "bm25"
+            parts.append(f"lexical #{self.lexical_rank} ({kind} {self.lexical_score:.4f})"
+                         if self.lexical_score is not None else f"lexical #{self.lexical_rank}")
+        else:
+            parts.append("lexical -")
+        if self.ranking != "lexical":
+            parts.append(f"vector #{self.vector_rank} (distance {self.vector_distance:.4f})"
+                         if self.vector_rank is not None and self.vector_distance is not None else "vector -")
+        rrf = self.to_json()["rrf"]
+        if rrf is not None:
+            parts.append(f"rrf {rrf['score']:.6f} = lexical {rrf['lexical_share']:.0%}"
+                         f" + vector {rrf['vector_share']:.0%}")
+        return "explain: " + ", ".join(parts)
+
+
+def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]],
+                 fused: bool) -> dict[int, Explain]:
+    """Each chunk id of either ranking with its explanation (ranks 1-based, as RRF counts them)."""
+    lexical_at = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
+    vector_at = {cid: (rank, distance) for rank, (cid, distance) in enumerate(vector, start=1)}
+    out: dict[int, Explain] = {}
+    for cid in {*lexical_at, *vector_at}:
+        lex = lexical_at.get(cid)
+        vec = vector_at.get(cid)
+        out[cid] = Explain(ranking, lex[0] if lex else None, lex[1] if lex else None, fused,
+                           vec[0] if vec else None, vec[1] if vec else None)
+    return out
