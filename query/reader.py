@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -151,14 +152,15 @@ class Reader:
         return [str(path) for (path,) in rows if under(str(path), directory)]
 
     def sources(self) -> list[dict[str, Any]]:
-        """Every document with its chunk count and time of indexing, by path."""
+        """Every document with its chunk count, time of indexing and front-matter fields, by path."""
         with db.translating_damage(self.settings.db_path):
             rows = self.conn.execute(
-                "SELECT path, title, chunk_count, indexed_at, root, size FROM documents ORDER BY path"
+                "SELECT path, title, chunk_count, indexed_at, root, size, fields FROM documents ORDER BY path"
             ).fetchall()
         return [
-            {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s}
-            for p, t, c, at, r, s in rows
+            {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s,
+             "fields": json.loads(f) if f else {}}
+            for p, t, c, at, r, s, f in rows
         ]
 
     def stats(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from config.loader import settings_from_mapping
 from config.settings import Settings
 from pipeline.chunker import chunk_text
+from pipeline.front_matter import split as split_front_matter
 from pipeline.models import Document
 from pipeline.store import Store
 
@@ -20,11 +21,12 @@ def store_settings(base: Path, **block: Any) -> Settings:
 
 
 def build_store(settings: Settings, docs: dict[str, str]) -> Settings:
-    """Write docs ({stored path: markdown}) into the store of settings, as the writer would."""
+    """Write docs ({stored path: markdown}) into the store of settings, as the writer would (front matter too)."""
     store = Store(settings.db_path)
     try:
         for path, text in docs.items():
-            chunked = chunk_text(text)
+            matter = split_front_matter(text)
+            chunked = chunk_text(matter.body)
             data = text.encode()
             store.apply(
                 Document(
@@ -33,8 +35,9 @@ def build_store(settings: Settings, docs: dict[str, str]) -> Settings:
                     sha256=hashlib.sha256(data).hexdigest(),
                     size=len(data),
                     mtime_ns=1,
-                    title=chunked.title,
+                    title=matter.title or chunked.title,
                     chunks=chunked.chunks,
+                    fields=matter.fields,
                 )
             )
     finally:

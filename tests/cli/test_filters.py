@@ -1,0 +1,93 @@
+"""Front matter, filters and explain through a real index run and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import write_tree
+
+DOCS = {
+    "docs/api/auth.md": "---\ntitle: Auth API\ntags: [security, api]\nowner: alice\n---\n"
+                        "# Tokens\n\nTokens expire after an hour; rotate the token.\n",
+    "docs/api/rates.md": "+++\ntitle = \"Rate limits\"\ntags = [\"api\"]\n+++\n# Limits\n\nA token bucket limits calls.\n",
+    "docs/guide/start.md": "---\ntags: security\n---\n# Start\n\nCreate a token before the first call.\n",
+    "docs/guide/broken.md": "---\ntitle: [oops\n---\n# Broken\n\nThe token section survives.\n",
+    "notes/token.md": "# Notes\n\nToken token token notes.\n",
+}
+
+
+def search_json(run_cli, *args: str) -> dict:
+    code, out, err = run_cli("search", *args, "--json")
+    assert code == 0, out + err
+    return json.loads(out)
+
+
+def test_front_matter_titles_fields_and_a_malformed_block_in_the_run_summary(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    code, out, _ = run_cli("index", "docs", "notes")
+    assert code == 0
+    assert "indexed: added=5" in out
+    assert any(line.startswith("  skipped: docs/guide/broken.md: YAML front matter not parsed") and
+               line.endswith("indexed as text") for line in out.splitlines())
+    code, out, _ = run_cli("sources", "--json")
+    sources = {s["path"]: s for s in json.loads(out)["documents"]}
+    titles = {path: s["title"] for path, s in sources.items()}
+    assert sources["docs/api/auth.md"]["fields"] == {"title": "Auth API", "tags": ["security", "api"], "owner": "alice"}
+    assert sources["notes/token.md"]["fields"] == {}
+    assert titles["docs/api/auth.md"] == "Auth API" and titles["docs/api/rates.md"] == "Rate limits"
+    assert titles["docs/guide/start.md"] == "Start"
+    assert "owner" not in json.dumps(search_json(run_cli, "alice")["results"])  # fields are not body text
+    broken = search_json(run_cli, "oops")["results"]
+    assert [r["path"] for r in broken] == ["docs/guide/broken.md"]  # never lost: indexed as text
+
+
+def test_search_and_match_filter_by_path_root_and_where(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs", "notes")
+
+    def paths(*args: str) -> set[str]:
+        return {r["path"] for r in search_json(run_cli, "token", *args)["results"]}
+
+    assert paths() == set(DOCS)
+    assert paths("--path", "docs/api/**") == {"docs/api/auth.md", "docs/api/rates.md"}
+    assert paths("--path", "docs/api") == {"docs/api/auth.md", "docs/api/rates.md"}
+    assert paths("--path", "*.md", "--root", "notes") == {"notes/token.md"}
+    assert paths("--where", "tags=security") == {"docs/api/auth.md", "docs/guide/start.md"}
+    assert paths("--where", "tags=security", "--where", "owner=alice") == {"docs/api/auth.md"}
+    assert paths("--where", "tags=security", "--path", "docs/guide/**") == {"docs/guide/start.md"}
+    assert paths("--where", "tags=nothing") == set()
+    data = search_json(run_cli, "token", "--where", "tags=api")
+    assert "filtered to tags=api" in data["note"]
+    code, out, _ = run_cli("match", "token", "--where", "tags=security", "--paths-only")
+    assert code == 0 and sorted(out.splitlines()) == ["docs/api/auth.md", "docs/guide/start.md"]
+    code, out, _ = run_cli("match", "token", "--path", "docs/api/", "--json")
+    assert {d["path"] for d in json.loads(out)["documents"]} == {"docs/api/auth.md", "docs/api/rates.md"}
+    code, _, err = run_cli("search", "token", "--where", "tags")
+    assert code != 0 and "key=value" in err
+
+
+def test_a_filtered_search_fills_k_past_the_fan_out(workdir: Path, run_cli) -> None:
+    crowd = {f"docs/crowd/{i}.md": f"# Widget {i}\n\nwidget widget widget number {i}\n" for i in range(70)}
+    rare = {f"docs/rare/{i}.md": f"# Rare {i}\n\nOne widget among many other words here {i}.\n" for i in range(4)}
+    write_tree(workdir, {**crowd, **rare})
+    run_cli("index", "docs")
+    unfiltered = search_json(run_cli, "widget", "--top-k", "20")["results"]
+    assert all(r["path"].startswith("docs/crowd/") for r in unfiltered)
+    found = search_json(run_cli, "widget", "--path", "docs/rare/**", "--top-k", "4")["results"]
+    assert sorted(r["path"] for r in found) == sorted(rare)
+
+
+def test_explain_adds_ranks_and_scores_only_when_asked(workdir: Path, run_cli) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs", "notes")
+    plain = search_json(run_cli, "token")["results"][0]
+    assert "explain" not in plain
+    explained = search_json(run_cli, "token", "--explain")["results"]
+    first = explained[0]
+    assert {k: v for k, v in first.items() if k != "explain"} == plain
+    assert first["explain"] == {"ranking": "lexical", "lexical": {"rank": 1, "bm25": -first["score"]},
+                                "vector": None, "rrf": None}
+    assert [r["explain"]["lexical"]["rank"] for r in explained] == list(range(1, len(explained) + 1))
+    code, out, _ = run_cli("search", "token", "--explain")
+    assert code == 0 and "explain: lexical #1 (bm25 " in out
