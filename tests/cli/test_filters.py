@@ -10,7 +10,8 @@ from tests.conftest import write_tree
 DOCS = {
     "docs/api/auth.md": "---\ntitle: Auth API\ntags: [security, api]\nowner: alice\n---\n"
                         "# Tokens\n\nTokens expire after an hour; rotate the token.\n",
-    "docs/api/rates.md": "+++\ntitle = \"Rate limits\"\ntags = [\"api\"]\n+++\n# Limits\n\nA token bucket limits calls.\n",
+    "docs/api/rates.md": "+++\ntitle = \"Rate limits\"\ntags = [\"api\"]\n+++\n"
+                         "# Limits\n\nA token bucket limits calls.\n",
     "docs/guide/start.md": "---\ntags: security\n---\n# Start\n\nCreate a token before the first call.\n",
     "docs/guide/broken.md": "---\ntitle: [oops\n---\n# Broken\n\nThe token section survives.\n",
     "notes/token.md": "# Notes\n\nToken token token notes.\n",
