@@ -218,7 +218,9 @@ def _file(conn: Connection, full: bool) -> tuple[list[Finding], str]:
         return found, ""
     roots = schema.root_pages(conn)
     places = sorted({roots.get(int(m.group(1)), f"tree {m.group(1)}") for r in rows for m in _TREE.finditer(r)})
-    shown = "; ".join(rows[:_ROWS_SHOWN]) + (f"; and {len(rows) - _ROWS_SHOWN} more" if len(rows) > _ROWS_SHOWN else "")
+    # One line: a row of the pragma may itself hold several lines.
+    shown = "; ".join(" ".join(row.split()) for row in rows[:_ROWS_SHOWN])
+    shown += f"; and {len(rows) - _ROWS_SHOWN} more" if len(rows) > _ROWS_SHOWN else ""
     where = ", ".join(places) or str(db_path_of(conn))
     return [*found, Finding("file", where, f"PRAGMA {pragma} failed: {shown}", RESET)], ""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline import db
 from tests.conftest import write_tree
 
 DOCS = {
@@ -92,3 +93,26 @@ def test_explain_adds_ranks_and_scores_only_when_asked(workdir: Path, run_cli) -
     assert [r["explain"]["lexical"]["rank"] for r in explained] == list(range(1, len(explained) + 1))
     code, out, _ = run_cli("search", "token", "--explain")
     assert code == 0 and "explain: lexical #1 (bm25 " in out
+
+
+def test_the_next_index_migrates_a_format_2_store_and_reads_its_front_matter_files_again(
+    workdir: Path, run_cli, make_settings
+) -> None:
+    write_tree(workdir, DOCS)
+    run_cli("index", "docs", "notes")
+    conn = db.open_writer(make_settings().db_path)  # back to format 2: the auth file's block indexed as text
+    (doc_id,) = conn.execute("SELECT id FROM documents WHERE path = 'docs/api/auth.md'").fetchone()
+    conn.execute("UPDATE chunks SET ordinal = ordinal + 100 WHERE document_id = ?", (doc_id,))
+    conn.execute("INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash) VALUES (?, 0, '', ?, 'x')",
+                 (doc_id, "---\ntitle: Auth API\ntags: [security, api]\nowner: alice\n---"))
+    conn.execute("DROP TABLE document_fields")
+    conn.execute("ALTER TABLE documents DROP COLUMN fields")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'format_version'")
+    conn.close()
+    code, _, err = run_cli("search", "alice")
+    assert code != 0 and "format 2" in err and "knowledge index" in err
+    code, out, _ = run_cli("index", "docs", "notes")
+    assert code == 0 and "updated=2 unchanged=3" in out  # auth.md, and broken.md (its text begins with ---)
+    assert search_json(run_cli, "alice")["results"] == []
+    assert {r["path"] for r in search_json(run_cli, "token", "--where", "owner=alice")["results"]} == {
+        "docs/api/auth.md"}
