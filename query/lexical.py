@@ -19,8 +19,10 @@ from query.terms import TRIGRAM, LexicalQuery, quote, trigrams
 FANOUT = 50
 HEADING_WEIGHT = 2.0
 # The filtered form of each query (query/filters.py): only the chunks of the allowed documents, a
-# JSON array of document ids, are candidates, so the LIMIT counts allowed chunks only.
-ALLOWED_ROWS = " AND rowid IN (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
+# JSON array of document ids, are candidates, so the LIMIT counts allowed chunks only. `+rowid` keeps
+# the IN list out of FTS5's index plan: as a rowid constraint SQLite would run the MATCH once per
+# allowed chunk (~0.5 s a query at 1,000 chunks), as a filter it checks each match once (~1 ms more).
+ALLOWED_ROWS = " AND +rowid IN (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
 
 
 def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT,
