@@ -134,3 +134,13 @@ def test_mcp_describes_and_applies_the_filters(tmp_path: Path, store: Path) -> N
     assert {r["path"] for r in out["search"]["results"]} == {"docs/api/auth.md", "docs/api/limits.md"}
     assert all("explain" in r for r in out["search"]["results"])
     assert [d["path"] for d in out["enumerate"]["documents"]] == ["docs/guide/start.md"]
+
+
+def test_cjk_queries_are_filtered_too(tmp_path: Path) -> None:
+    docs = {f"{area}/{i}.md": f"# 文档 {i}\n\n数据库的备份策略 {area} {i}。缓存\n"
+            for area in ("zh", "other") for i in range(3)}
+    settings = build_store(store_settings(tmp_path), docs)
+    for text in ("备份策略", "缓存"):  # a trigram run, and a run under three characters
+        found = search(settings, text, 10, filters=Filter.of(roots="zh"))
+        assert {h.path for h in found.hits} == {f"zh/{i}.md" for i in range(3)}, text
+        assert len(search(settings, text, 10).hits) == 6
