@@ -46,8 +46,12 @@ class Toggle:
 
 
 # The filter inputs and toggles the form shows; each entry is passed to search/match as a keyword.
-FILTER_FIELDS: tuple[FilterField, ...] = ()
-TOGGLES: tuple[Toggle, ...] = ()
+FILTER_FIELDS: tuple[FilterField, ...] = (
+    FilterField("path", "Path", "a prefix (docs/api) or a glob (docs/api/**)"),
+    FilterField("root", "Root", "an indexed root"),
+    FilterField("where", "Front matter", "key=value, e.g. tags=security"),
+)
+TOGGLES: tuple[Toggle, ...] = (Toggle("explain", "Explain the ranking"),)
 
 
 @dataclass

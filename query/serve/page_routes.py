@@ -26,6 +26,7 @@ from config.errors import KnowledgeError, QueryError
 from config.settings import MAX_TOP_K, Settings
 from query.citations import CitationMapper
 from query.enumerate import DEFAULT_LIMIT, document_json, enumerate_documents
+from query.filters import Filter
 from query.highlight import excerpt, marks
 from query.listing import sources_answer, stats_answer
 from query.match_query import scrub
@@ -130,7 +131,7 @@ class Site:
         return self._page(request, state.q, "<h1>Search</h1>" + form + results, current="/")
 
     def _search(self, reader: Reader, state: page.FormState) -> str:
-        response = search(self.settings, state.q, state.top_k, reader, **state.keywords())
+        response = search(self.settings, state.q, state.top_k, reader, **_with_filter(state.keywords()))
         mapper = CitationMapper.from_settings(self.settings)
         answer = {"tier": response.tier, "status": response.status, "note": response.note,
                   "results": [hit_json(h, mapper) for h in response.hits]}
@@ -141,7 +142,7 @@ class Site:
 
     def _match(self, reader: Reader, state: page.FormState) -> str:
         result = enumerate_documents(self.settings, state.q, state.top_k or DEFAULT_LIMIT, "matches", reader,
-                                     **state.keywords())
+                                     **_with_filter(state.keywords()))
         mapper = CitationMapper.from_settings(self.settings)
         answer = {"status": result.status, "note": result.note, "matched": result.matched,
                   "documents": [document_json(d, mapper) for d in result.documents]}
@@ -263,3 +264,10 @@ async def _form(request: Request) -> dict[str, str]:
     pairs = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {k: v[0] for k, v in pairs.items()}
 
+
+def _with_filter(keywords: dict[str, Any]) -> dict[str, Any]:
+    """The form's keywords with its path, root and where fields as one Filter (query/filters.py)."""
+    parts = {name: keywords.pop(name) for name in ("path", "root", "where") if name in keywords}
+    if parts:
+        keywords["filters"] = Filter.of(parts.get("path"), parts.get("root"), parts.get("where"))
+    return keywords

@@ -208,3 +208,17 @@ def test_only_an_http_citation_becomes_a_link() -> None:
         line = citation_line(unsafe, "a.md#0")
         assert "<a" not in line and "<script>" not in line
     assert citation_line("a.md#0", "a.md#0") == '<p class="cite">Cite: <code>a.md#0</code></p>'
+
+
+def test_the_page_filters_by_path_and_front_matter_and_explains_on_request(open_site: str) -> None:
+    home = page(open_site).text
+    assert 'name="path"' in home and 'name="where"' in home and 'name="explain"' in home
+    body = httpx.get(open_site + "/", params={"q": "retention", "path": "docs/"}, timeout=10).text
+    shown = set(re.findall(r'<a href="/show/([^"%]+)%23', body))
+    assert shown and all(p.startswith("docs") for p in shown) and "notes.md" not in shown
+    assert "filtered to path docs/" in body
+    assert "explain" not in page(open_site, q="retention").text.split("</form>", 1)[1]
+    explained = page(open_site, q="retention", explain="1").text.split("</form>", 1)[1]
+    assert "explain" in explained and "lexical" in explained
+    refused = page(open_site, q="retention", where="tags")
+    assert refused.status_code == 400 and "key=value" in refused.text
