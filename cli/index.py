@@ -112,12 +112,13 @@ def print_enqueued(enqueued: Enqueued, as_json: bool) -> None:
 def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool,
                   dry_run: bool, timeout: float | None) -> None:
     """Index PATHS and http(s) URLs (default: knowledge.paths and knowledge.urls), incrementally by content hash."""
-    from config.observability import configure_logging, configure_tracing
+    from config.observability import configure_logging, configure_metrics, configure_tracing
     from workers.run import EmbeddedEngine, RunRequest
 
     settings = prologue(obj, as_json)
     configure_logging("WARNING")
     configure_tracing("knowledge-cli")
+    configure_metrics("knowledge-cli")  # OTLP only, when configured (a short-lived process is not scraped)
     request = RunRequest(paths=paths, reindex=reindex)
     targets = request.targets(settings)
     if dry_run:

@@ -12,11 +12,12 @@ from config.loader import read_secret
 @pass_context
 def mcp_command(obj: Context) -> None:
     """Serve the allowlisted knowledge tools over MCP on stdin/stdout (logs on stderr)."""
-    from config.observability import configure_logging, configure_tracing
+    from config.observability import configure_logging, configure_metrics, configure_tracing
     from query.serve.mcp_server import serve_stdio
 
     configure_logging("WARNING")
     configure_tracing("knowledge-mcp")
+    configure_metrics("knowledge-mcp")
     serve_stdio(obj.settings)
 
 
@@ -27,11 +28,12 @@ def mcp_command(obj: Context) -> None:
 @pass_context
 def serve_command(obj: Context, host: str | None, port: int | None) -> None:
     """Serve MCP over streamable HTTP at /mcp and the JSON API at /v1 on one port."""
-    from config.observability import configure_logging, configure_tracing
+    from config.observability import configure_logging, configure_metrics, configure_tracing
     from query.serve.http_api import serve
 
     configure_logging("WARNING")
     configure_tracing("knowledge-serve")
+    configure_metrics("knowledge-serve", serves_metrics=True)  # /metrics, plus OTLP when configured
     settings = obj.settings
     exposure = settings.expose.mcp
     token = read_secret(exposure.token_env)

@@ -6,6 +6,12 @@ configure_tracing installs an OpenTelemetry TracerProvider: no exporter by defau
 HTTP when OTEL_TRACES_EXPORTER=otlp or an OTEL_EXPORTER_OTLP_*ENDPOINT is set (the SDK reads the
 other OTEL_* variables itself), and, for tests, JSON lines of finished spans appended to the file
 named by KNOWLEDGE_TRACE_FILE so spans from subprocesses can be collected.
+
+configure_metrics installs a MeterProvider beside it, and only when something reads the metrics:
+OTLP over HTTP when OTEL_METRICS_EXPORTER=otlp or an OTEL_EXPORTER_OTLP_*ENDPOINT is set, and a
+Prometheus registry when the process serves /metrics (`knowledge serve`) or KNOWLEDGE_METRICS_PORT
+asks for a scrape endpoint of its own (worker, writer: bound to KNOWLEDGE_METRICS_HOST, default
+127.0.0.1). Without either, no SDK is loaded and the instruments stay the API's no-op proxies.
 """
 
 from __future__ import annotations
@@ -28,11 +34,16 @@ if TYPE_CHECKING:  # structlog and the tracing SDK are imported only when config
 
 ENV_LOG_LEVEL = "KNOWLEDGE_LOG_LEVEL"
 ENV_TRACE_FILE = "KNOWLEDGE_TRACE_FILE"
+ENV_METRICS_PORT = "KNOWLEDGE_METRICS_PORT"
+ENV_METRICS_HOST = "KNOWLEDGE_METRICS_HOST"
+DEFAULT_METRICS_HOST = "127.0.0.1"
 TRACER_NAME = "knowledge"
 
 _lock = threading.Lock()
 _logging_done = False
 _tracing_service: str | None = None
+_metrics_service: str | None = None
+_prometheus = False
 
 
 class _CurrentStderr:
@@ -154,13 +165,31 @@ def _plain(value: AttributeValue) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _wants_otlp(env: Mapping[str, str]) -> bool:
-    exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()}
+def _exporters(env: Mapping[str, str], signal: str) -> set[str]:
+    return {e.strip().lower() for e in env.get(f"OTEL_{signal}_EXPORTER", "").split(",") if e.strip()}
+
+
+def _wants_otlp(env: Mapping[str, str], signal: str = "TRACES") -> bool:
+    exporters = _exporters(env, signal)
     if "none" in exporters:
         return False
     if "otlp" in exporters:
         return True
-    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"))
+
+
+def metrics_port(env: Mapping[str, str]) -> int | None:
+    """The scrape port KNOWLEDGE_METRICS_PORT asks for (None when unset; 0 picks a free one)."""
+    raw = env.get(ENV_METRICS_PORT, "").strip()
+    if not raw:
+        return None
+    try:
+        port = int(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_METRICS_PORT}={raw!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{ENV_METRICS_PORT}={raw!r} is not a port number")
+    return port
 
 
 def configure_tracing(service: str, environ: Mapping[str, str] | None = None) -> None:
@@ -186,6 +215,72 @@ def configure_tracing(service: str, environ: Mapping[str, str] | None = None) ->
         if env.get(ENV_TRACE_FILE):
             provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(env[ENV_TRACE_FILE])))  # type: ignore[arg-type]
         trace.set_tracer_provider(provider)
+
+
+def configure_metrics(service: str, environ: Mapping[str, str] | None = None, serves_metrics: bool = False,
+                      listens: bool = False) -> bool:
+    """Install this process's MeterProvider for `service` when anything reads metrics; True if it has a
+    Prometheus registry.
+
+    serves_metrics: the process renders /metrics itself (`knowledge serve`), so a Prometheus
+    registry is always attached; listens: a long-lived process (worker, writer) that opens its own
+    scrape endpoint when KNOWLEDGE_METRICS_PORT is set. Later calls are no-ops.
+    """
+    global _metrics_service, _prometheus
+    env = os.environ if environ is None else environ
+    with _lock:
+        if _metrics_service is not None:
+            return _prometheus
+        _metrics_service = service
+        if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+            return False
+        port = metrics_port(env) if listens else None
+        otlp = _wants_otlp(env, "METRICS")
+        prometheus = serves_metrics or port is not None or "prometheus" in _exporters(env, "METRICS")
+        if not otlp and not prometheus:
+            return False
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+
+        readers: list[MetricReader] = []
+        if otlp:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))  # OTEL_METRIC_EXPORT_INTERVAL
+        if prometheus:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+            readers.append(PrometheusMetricReader())
+            _prometheus = True
+        resource = Resource.create({"service.name": service, "service.instance.id": f"{os.uname().nodename}:"
+                                                                                     f"{os.getpid()}"})
+        metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+        if port is not None:
+            from prometheus_client import start_http_server
+
+            host = env.get(ENV_METRICS_HOST, "").strip() or DEFAULT_METRICS_HOST
+            start_http_server(port, addr=host)
+        return _prometheus
+
+
+def prometheus_text() -> tuple[bytes, str]:
+    """This process's metrics in the Prometheus text exposition format, with its content type."""
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def shutdown_metrics() -> None:
+    """Export what is left and stop the metric readers (call before a process exits)."""
+    if _metrics_service is None:
+        return
+    from opentelemetry import metrics
+
+    shutdown = getattr(metrics.get_meter_provider(), "shutdown", None)
+    if callable(shutdown):
+        shutdown()
 
 
 def shutdown_tracing() -> None:

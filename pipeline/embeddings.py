@@ -130,7 +130,8 @@ class EmbeddingsClient:
         return [_normalised(vector, i) for i, vector in enumerate(self._embed_raw(texts))]
 
     def embed_halving(
-        self, texts: list[str], on_split: Callable[[int], None] | None = None
+        self, texts: list[str], on_split: Callable[[int], None] | None = None,
+        on_request: Callable[[int, float, bool], None] | None = None,
     ) -> list[list[float] | EmbeddingError]:
         """Embed `texts`, halving failed batches down to single inputs; failures sit in their slot.
 
@@ -138,24 +139,35 @@ class EmbeddingsClient:
         invalid answer) or a 5xx the server answered. Failures that say nothing about the inputs
         are raised at once instead of costing 2N requests: an unreachable, timing-out or
         throttling server (EmbeddingUnavailable without a 5xx) and a dimension that differs from
-        the pinned one (VectorIdentityMismatch). `on_split(size)` is called for each split batch.
+        the pinned one (VectorIdentityMismatch). `on_split(size)` is called for each split batch,
+        `on_request(inputs, seconds, ok)` after each request (its transient retries included).
         """
         pending: list[tuple[int, int]] = [(0, len(texts))]
         slots: dict[int, list[float] | EmbeddingError] = {}
         while pending:  # depth-first, left half first: bounded by 2N - 1 batches
             start, stop = pending.pop()
+            began = time.perf_counter()
+            failure: EmbeddingError | None = None
+            ok = False
             try:
-                for offset, vector in enumerate(self.embed(texts[start:stop])):
-                    slots[start + offset] = vector
-                continue
+                embedded = self.embed(texts[start:stop])
+                ok = True
             except VectorIdentityMismatch:
                 raise
             except EmbeddingUnavailable as error:
                 if not is_server_error(error):
                     raise
-                failure: EmbeddingError = error
+                failure = error
             except EmbeddingRejected as error:
                 failure = error
+            finally:
+                if on_request is not None:
+                    on_request(stop - start, time.perf_counter() - began, ok)
+            if ok:
+                for offset, vector in enumerate(embedded):
+                    slots[start + offset] = vector
+                continue
+            assert failure is not None
             if stop - start == 1:
                 slots[start] = failure
                 continue

@@ -10,10 +10,12 @@ from a fixed table. CJK runs are matched as substrings through the trigram table
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from config.errors import QueryError
+from config.instruments import TIER, instruments
 from config.observability import tracer
 from config.settings import Settings
 from pipeline.db import Connection
@@ -138,6 +140,7 @@ def enumerate_documents(
     text = scrub(text)
     parsed = parse(text)
     with tracer().start_as_current_span("enumerate") as span:
+        began = time.perf_counter()
         with borrowed_reader(settings, reader) as reader:
             if reader is None:
                 result = EnumerateResult(STATUS_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
@@ -148,6 +151,7 @@ def enumerate_documents(
         span.set_attribute("knowledge.status", result.status)
         span.set_attribute("knowledge.terms", len(parsed.terms))
         span.set_attribute("knowledge.matched", result.matched)
+        instruments().enumerate_duration.record(time.perf_counter() - began, {TIER: "lexical"})
         return result
 
 

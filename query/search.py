@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
+from config.instruments import TIER, instruments
 from config.observability import tracer
 from config.settings import MAX_TOP_K, Settings
 from pipeline.schema import read_meta
@@ -77,6 +79,7 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
             return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=not_built_note(settings))
         k, clamped = clamp_top_k(top_k, settings)
         with tracer().start_as_current_span("search") as span:
+            began = time.perf_counter()
             response = _search(settings, reader, text, k, filters=filters, explain=explain)
             if clamped:
                 response.note = "; ".join(n for n in (response.note, clamped) if n)
@@ -92,7 +95,17 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
                 if server.port:
                     span.set_attribute("server.port", server.port)
             span.set_attribute("knowledge.hits", len(response.hits))
+            _measure(settings, response, time.perf_counter() - began)
             return response
+
+
+def _measure(settings: Settings, response: SearchResponse, seconds: float) -> None:
+    """Record one search's latency by tier (lexical, hybrid, degraded) and count a degraded one."""
+    meters = instruments()
+    tier = "lexical" if settings.embeddings is None else "degraded" if response.degraded else "hybrid"
+    meters.search_duration.record(seconds, {TIER: tier})
+    if response.degraded:
+        meters.searches_degraded.add(1, {"knowledge.degraded_kind": response.degraded_kind or "other"})
 
 
 def search_deep(settings: Settings, reader: Reader, text: str, depth: int,

@@ -39,6 +39,8 @@ from pipeline.vectors import (
     serves,
     to_blob,
 )
+from workers import tally
+from workers.ledger.protocol import Outcome
 from workers.payloads import DocumentItem, EmbedWork, Item
 from workers.runtime import Runtime
 
@@ -167,10 +169,12 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
                                                                        "knowledge.inputs": len(todo)}) as span:
             results: list[list[float] | EmbeddingError]
             try:
-                results = list(client_for(runtime, plan).embed_halving([w.text for w in todo], splits.append))
+                results = list(client_for(runtime, plan).embed_halving([w.text for w in todo], splits.append,
+                                                                       tally.embed_request))
             except VectorIdentityMismatch as exc:
                 results = [exc] * len(todo)
             span.set_attribute("knowledge.halvings", len(splits))
+            tally.count_halvings(len(splits))
             span.set_attribute("knowledge.failed_inputs", sum(isinstance(r, EmbeddingError) for r in results))
         for chunk, result in zip(todo, results):
             if isinstance(result, EmbeddingError):
@@ -194,7 +198,9 @@ def batch_finished(runtime: Runtime, run_id: str, index: int, plan: VectorPlan) 
 def fail_documents(runtime: Runtime, run_id: str, failed: dict[str, tuple[str, str]]) -> None:
     """Record documents as failed (their stored version stays), settle them and let the run finish."""
     ledger = runtime.ledger
-    ledger.record(run_id, [(path, "failed", reason) for path, reason in failed.values()])
+    outcomes: list[Outcome] = [(path, "failed", reason) for path, reason in failed.values()]
+    ledger.record(run_id, outcomes)
+    tally.count_outcomes(outcomes, "embed")
     for dkey in failed:
         ledger.backlog.drop_vectors(run_id, dkey)
         ledger.unstage(run_id, dkey)

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from config.observability import get_logger
-from workers import embed, payloads
+from workers import embed, payloads, tally
 from workers.ingest import batch_key
+from workers.ledger.protocol import Outcome
 from workers.runtime import Runtime
 
 log = get_logger("knowledge.worker")
@@ -37,7 +38,9 @@ def give_up(runtime: Runtime, actor_name: str, args: Sequence[Any], retries: int
         paths = [item.path for item in payloads.from_wire(runtime.ledger.staged(run_id, str(args[1])) or [])]
     if not paths:
         return
-    runtime.ledger.record(run_id, [(p, "failed", reason) for p in paths])
+    outcomes: list[Outcome] = [(p, "failed", reason) for p in paths]
+    runtime.ledger.record(run_id, outcomes)
+    tally.count_outcomes(outcomes, "retries")
     log.error("gave up on message", failed_paths=len(paths), error=reason)
     if actor_name == "ingest":
         plan = embed.run_plan(runtime, run_id)

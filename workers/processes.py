@@ -22,17 +22,22 @@ import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
+from config.instruments import observe_queues
 from config.observability import (
+    ENV_METRICS_PORT,
     configure_logging,
+    configure_metrics,
     configure_tracing,
     get_logger,
+    metrics_port,
+    shutdown_metrics,
     shutdown_tracing,
 )
 from config.settings import Settings
 from pipeline.lock import WriteLock
 from pipeline.paths import PathBase
 from pipeline.store import Store
-from workers import queues
+from workers import queue_depth, queues
 from workers.actors import declare_actors
 from workers.broker import (
     HEARTBEAT_TIMEOUT_MS,
@@ -123,6 +128,8 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
     # time between batches. A deeper buffer keeps every thread fed.
     worker.queue_prefetch = max(PREFETCH_PER_THREAD * threads, MIN_PREFETCH)
     heartbeat = Heartbeat(broker, ledger.presence, role)
+    # Queue gauges from the queues this process consumes (read at each export or scrape, not on a timer).
+    observe_queues(lambda: queue_depth.sample(broker.client, broker.namespace, queue_names))
     worker.start()
     heartbeat.start()
     log.info(f"{role} started", pid=os.getpid(), broker_id=broker.broker_id, queues=sorted(queue_names),
@@ -138,6 +145,7 @@ def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: 
         broker.close()
         uninstall()
         shutdown_tracing()
+        shutdown_metrics()
     return 0
 
 
@@ -147,6 +155,7 @@ def run_worker(settings: Settings, threads: int) -> int:
     # The single writer is the pipeline's bottleneck; on a host shared with it, workers yield the CPU.
     os.nice(WORKER_NICENESS)
     configure_tracing("knowledge-worker")
+    configure_metrics("knowledge-worker", listens=True)
     return _serve(settings, "worker", queues.WORKER_QUEUES, threads, None)
 
 
@@ -159,6 +168,7 @@ def run_writer(settings: Settings) -> int:
     store: Store | None = None
     try:
         store = Store(settings.db_path, PathBase.at(settings.path_base))
+        configure_metrics("knowledge-writer", listens=True)  # after the lock: a refused second writer binds no port
         return _serve(settings, "writer", queues.WRITER_QUEUES, 1, store)
     finally:
         if store is not None:
@@ -166,12 +176,14 @@ def run_writer(settings: Settings) -> int:
         lock.release()
 
 
-def supervise(child_argv: list[str], processes: int, spawn: Callable[[list[str]], Any] | None = None) -> int:
+def supervise(child_argv: list[str], processes: int,
+              spawn: Callable[[list[str], dict[str, str] | None], Any] | None = None) -> int:
     """Run `processes` copies of child_argv, restarting one that dies; stop them all on SIGTERM/SIGINT."""
     configure_logging()
-    start = spawn or (lambda argv: subprocess.Popen(argv))
+    ports = child_ports(processes)
+    start = spawn or _popen
     stop = _stop_event()
-    children: list[Any] = [start(child_argv) for _ in range(processes)]
+    children: list[Any] = [start(child_argv, ports[i]) for i in range(processes)]
     log.info("worker processes started", pids=[c.pid for c in children])
     restarts: list[float] = []
     code = 0
@@ -190,10 +202,22 @@ def supervise(child_argv: list[str], processes: int, spawn: Callable[[list[str]]
                     break
                 log.warning("worker process died; restarting it", pid=child.pid, status=status)
                 time.sleep(RESTART_DELAY_S)
-                children[i] = start(child_argv)
+                children[i] = start(child_argv, ports[i])
     finally:
         _stop_children(children)
     return code
+
+
+def _popen(argv: list[str], env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, env=env)
+
+
+def child_ports(processes: int) -> list[dict[str, str] | None]:
+    """Each child's environment: with KNOWLEDGE_METRICS_PORT=P, child i scrapes on P+i (0 stays 0)."""
+    port = metrics_port(os.environ)
+    if port is None:
+        return [None] * processes
+    return [{**os.environ, ENV_METRICS_PORT: str(port + i if port else 0)} for i in range(processes)]
 
 
 def _stop_children(children: list[Any]) -> None:

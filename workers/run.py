@@ -30,7 +30,7 @@ from pipeline.store import Store, stored_stats
 from pipeline.survey import Preview, Survey, preview, survey
 from pipeline.vectors import VectorPlan
 from pipeline.web import url_jobs
-from workers import payloads, queues
+from workers import payloads, queues, tally
 from workers.actors import declare_actors
 from workers.broker import build_stub_broker
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
@@ -152,9 +152,12 @@ def plan_and_enqueue(
                      vector_plan.backfill if vector_plan is not None else set())
     ledger.skip(run_id, [(s.path, s.reason) for s in found.skipped])
     failures: list[tuple[str, str, str | None]] = [(e.path, "failed", e.reason) for e in found.failures]
-    ledger.record(run_id, failures + [(f.path, "unchanged", None) for f in found.unchanged])
+    walk_outcomes = failures + [(f.path, "unchanged", None) for f in found.unchanged]
+    ledger.record(run_id, walk_outcomes)
     total = len(found.files) + len(found.failures) + len(pages) + len(found.stale)
     ledger.walked(run_id, total, found.seen, found.prunable)
+    tally.count_walk(total, (s.reason for s in found.skipped))
+    tally.count_outcomes(walk_outcomes, "walk")
     if found.stale:  # the writer removes them like any file the ingest step skipped
         stale = [Skipped(s.path, s.reason) for s in found.stale.values()]
         ledger.stage(run_id, STALE_KEY, payloads.to_wire(stale))

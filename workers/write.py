@@ -5,7 +5,7 @@ from __future__ import annotations
 from config.errors import KnowledgeError
 from config.observability import tracer
 from pipeline.db import DatabaseError
-from workers import embed, payloads
+from workers import embed, payloads, tally
 from workers.ledger.protocol import Outcome
 from workers.payloads import DocumentItem, Item, Skipped, Touch
 from workers.runtime import Runtime
@@ -16,7 +16,10 @@ def apply_item(runtime: Runtime, item: Item) -> Outcome:
     store = runtime.writer_store()
     try:
         if isinstance(item, DocumentItem):
-            return item.path, store.apply(item.document), None
+            started = tally.timed_write()
+            outcome = store.apply(item.document)
+            tally.write_seconds(started)
+            return item.path, outcome, None
         if isinstance(item, Touch):
             store.touch(item.path, item.size, item.mtime_ns)
             return item.path, "unchanged", None
@@ -33,7 +36,10 @@ def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
     if staged is not None:
         embed.prepare_writer(runtime, run_id)
         items = embed.attach_vectors(runtime, run_id, key, payloads.from_wire(staged))
-        runtime.ledger.record(run_id, [apply_item(runtime, item) for item in items])
+        outcomes = [apply_item(runtime, item) for item in items]
+        runtime.ledger.record(run_id, outcomes)
+        tally.count_outcomes(outcomes, "ingest")
+        tally.count_chunks(sum(len(item.document.chunks) for item in items if isinstance(item, DocumentItem)))
         runtime.ledger.unstage(run_id, key)
         if any(isinstance(item, DocumentItem) and item.embed for item in items):
             # one document fewer waits for the writer: room for waiting ingest messages
@@ -59,6 +65,8 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
         files, chunks = store.totals()
     except (KnowledgeError, DatabaseError) as exc:
         ledger.finish(run_id, "failed", removed, 0, 0, f"prune failed: {exc}")
+        tally.count_run(ledger.summary(run_id).info.get("started"), "failed")
         return True
     ledger.finish(run_id, "complete", removed, files, chunks, None)
+    tally.count_run(ledger.summary(run_id).info.get("started"), "complete")
     return True

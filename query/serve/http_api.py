@@ -1,6 +1,7 @@
 """`knowledge serve`: MCP over streamable HTTP, a small JSON API and the search page on one port.
 
-Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/sources, /v1/stats and /healthz,
+Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/sources, /v1/stats, /healthz,
+/metrics (this process's metrics in the Prometheus text format; guarded like /v1, token included)
 and the search page's routes (query/serve/page_routes.py: /, /show/..., /sources, /stats, /login, /logout,
 /static/...). Every request passes the Guard first: its Host must be a loopback name, the bound
 address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin header, when a
@@ -28,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from config.errors import KnowledgeError, QueryError
+from config.observability import prometheus_text
 from config.settings import Settings
 from query import tools
 from query.citations import CitationMapper
@@ -216,6 +218,11 @@ class JsonApi:
         """Counts and facts about the index, and the tier line."""
         return self._with_reader(lambda reader: stats_answer(self.settings, reader))
 
+    def metrics(self, request: Request) -> Response:
+        """This process's metrics (search and enumerate latency by tier, degraded searches) for Prometheus."""
+        body, content_type = prometheus_text()
+        return Response(body, media_type=content_type)
+
     def _with_reader(self, body: Callable[[Reader], dict[str, Any]]) -> Response:
         try:
             reader = open_reader(self.settings)
@@ -244,6 +251,7 @@ def build_app(
         ("/v1/match", api.match),
         ("/v1/sources", api.sources),
         ("/v1/stats", api.stats),
+        ("/metrics", api.metrics),
     ):
         server.custom_route(path, methods=["GET"])(handler)
     for path, methods, page_handler in site.Site(settings, served, token).routes():
