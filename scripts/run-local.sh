@@ -9,6 +9,9 @@
 #   serve.pid   knowledge serve                        (the query server; skipped with --no-serve)
 # The broker and store come from the config as for any knowledge command (--config, or
 # KNOWLEDGE_CONFIG, KNOWLEDGE_BROKER_URL, KNOWLEDGE_STORE_DIR). Stop them with scripts/stop-local.sh.
+# Metrics (docs/observability.md): with KNOWLEDGE_METRICS_PORT=P the writer serves a Prometheus
+# scrape at 127.0.0.1:P/metrics and worker process i at P+1+i; `knowledge serve` has /metrics on its
+# own port. OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_* variables) export traces and metrics.
 # Exit status: 0 when everything started; the writer's own status (75: another writer holds the
 # store) or 1 when a process died while starting.
 set -euo pipefail
@@ -31,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --no-serve) serve=0; shift ;;
     --run-dir) run_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "run-local: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -79,17 +82,24 @@ start() {
 }
 
 status=0
-start writer "writer started" "$knowledge" writer || status=$?
+metrics_port="${KNOWLEDGE_METRICS_PORT:-}"
+if [[ -n "$metrics_port" && "$metrics_port" != 0 ]]; then
+  KNOWLEDGE_METRICS_PORT="$metrics_port" start writer "writer started" "$knowledge" writer || status=$?
+else
+  start writer "writer started" "$knowledge" writer || status=$?
+fi
 if (( status != 0 )); then exit "$status"; fi
 worker_args=(worker --processes "$workers")
 if [[ -n "$threads" ]]; then worker_args+=(--threads "$threads"); fi
-if ! start worker "worker started" "$knowledge" "${worker_args[@]}"; then
+worker_port="$metrics_port"
+if [[ -n "$metrics_port" && "$metrics_port" != 0 ]]; then worker_port=$((metrics_port + 1)); fi
+if ! KNOWLEDGE_METRICS_PORT="$worker_port" start worker "worker started" "$knowledge" "${worker_args[@]}"; then
   "$here/stop-local.sh" --run-dir "$run_dir" >/dev/null
   exit 1
 fi
 if (( serve )); then
   if "$knowledge" serve --help >/dev/null 2>&1; then
-    start serve "" "$knowledge" serve || echo "run-local: the query server did not start; see $run_dir/serve.log" >&2
+    KNOWLEDGE_METRICS_PORT="" start serve "" "$knowledge" serve || echo "run-local: the query server did not start; see $run_dir/serve.log" >&2
   else
     echo "run-local: this knowledge has no serve command yet; query server not started" >&2
   fi
