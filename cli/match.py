@@ -17,6 +17,7 @@ from config.errors import (
     QueryError,
     UsageError,
 )
+from config.observability import configure_metrics
 from query import words as vocab
 from query.enumerate import (
     DEFAULT_LIMIT,
@@ -99,6 +100,7 @@ def match_command(
     echo_tier(tier_line(settings), machine)
     everything = show_all or (limit is None and (paths_only or count_only))
     wanted = None if everything else limit or DEFAULT_LIMIT
+    configure_metrics("knowledge-cli")  # loads the SDK only when an OTLP exporter is configured
     result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches,
                                  filters=Filter.of(paths, roots, where))
     mapper = CitationMapper.from_settings(settings)

@@ -183,13 +183,11 @@ def metrics_port(env: Mapping[str, str]) -> int | None:
     raw = env.get(ENV_METRICS_PORT, "").strip()
     if not raw:
         return None
-    try:
-        port = int(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_METRICS_PORT}={raw!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"{ENV_METRICS_PORT}={raw!r} is not a port number")
-    return port
+    from config.errors import ConfigError
+
+    if not raw.isdigit() or int(raw) > 65535:
+        raise ConfigError(f"{ENV_METRICS_PORT}={raw!r} is not a port number (0-65535)")
+    return int(raw)
 
 
 def configure_tracing(service: str, environ: Mapping[str, str] | None = None) -> None:

@@ -154,7 +154,8 @@ READ_COMMANDS = (["search", "alpha"], ["show", "docs/a.md#0"], ["match", "alpha"
                  ["sources", "--json"], ["stats"])
 # What a read command on a lexical store must not load: the write side, the servers, logging, the HTTP
 # client, and rich (only the commands that draw a table import it, when they draw one).
-NOT_FOR_READS = ("dramatiq", "redis", "mcp", "starlette", "uvicorn", "structlog", "rich", "httpx", "workers")
+NOT_FOR_READS = ("dramatiq", "redis", "mcp", "starlette", "uvicorn", "structlog", "rich", "httpx", "workers",
+                 "opentelemetry.sdk", "prometheus_client")
 
 
 @pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
