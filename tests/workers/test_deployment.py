@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import yaml
@@ -38,3 +40,72 @@ def test_the_local_scripts_are_executable_and_document_themselves() -> None:
         script = REPO / "scripts" / name
         assert script.stat().st_mode & 0o111
         assert "Usage" in script.read_text() or "scripts/" in script.read_text()
+
+
+def _mount_source(volume: str) -> str:
+    """The source of a short-syntax mount; for ${VAR:-default} the default (what runs unconfigured)."""
+    if volume.startswith("${"):
+        inner = volume[2:volume.index("}")]
+        return inner.split(":-", 1)[1] if ":-" in inner else ""
+    return volume.split(":", 1)[0]
+
+
+def test_every_file_the_compose_file_mounts_exists() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = _mount_source(volume)
+            if source.startswith(("./", "/")):
+                assert (REPO / source).exists(), f"{name} mounts {source}, which is missing"
+            else:
+                assert source in compose["volumes"], f"{name} uses the undeclared volume {source!r}"
+
+
+def test_the_observability_profile_wires_collector_prometheus_jaeger_and_grafana() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    stack = {"otel-collector", "prometheus", "jaeger", "grafana"}
+    assert all(services[name]["profiles"] == ["observability"] for name in stack)
+    assert all("profiles" not in services[name] for name in ("redis", "worker", "writer", "serve"))
+    for name in ("worker", "writer"):  # scraped: a port of their own, reachable in the compose network
+        env = services[name]["environment"]
+        assert env["KNOWLEDGE_METRICS_PORT"] == "9464" and env["KNOWLEDGE_METRICS_HOST"] == "0.0.0.0"
+        assert env["OTEL_METRICS_EXPORTER"] == "none"  # scraped, so not pushed too: nothing counts twice
+
+    collector = yaml.safe_load((REPO / "deploy" / "otel-collector.yaml").read_text())
+    assert collector["service"]["pipelines"]["traces"]["exporters"] == ["otlp/jaeger"]
+    assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+    assert collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
+    prometheus = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
+    targets = {job["job_name"]: job for job in prometheus["scrape_configs"]}
+    assert targets["knowledge-serve"]["static_configs"][0]["targets"] == ["serve:8080"]
+    assert targets["knowledge-writer"]["static_configs"][0]["targets"] == ["writer:9464"]
+    assert {c["port"] for c in targets["knowledge-worker"]["dns_sd_configs"]} == {9464, 9465}
+    assert targets["otel-collector"]["static_configs"][0]["targets"] == [
+        "otel-collector:" + collector["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1]]
+    settings = load_settings(str(REPO / "deploy" / "knowledge.yaml"), "/data", {})
+    assert "serve:8080" in settings.expose.mcp.allowed_hosts  # Prometheus's Host header passes the guard
+
+    datasources = yaml.safe_load(
+        (REPO / "deploy/grafana/provisioning/datasources/prometheus.yaml").read_text())["datasources"]
+    assert {d["url"] for d in datasources} == {"http://prometheus:9090", "http://jaeger:16686"}
+    provider = yaml.safe_load(
+        (REPO / "deploy/grafana/provisioning/dashboards/knowledge.yaml").read_text())["providers"][0]
+    mounted = dict(v.split(":")[:2] for v in services["grafana"]["volumes"] if v.startswith("./"))
+    assert mounted["./deploy/grafana/dashboards"] == provider["options"]["path"]
+
+
+def test_the_dashboard_charts_the_documented_metrics() -> None:
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "dashboards" / "knowledge.json").read_text())
+    exprs = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
+    documented = (REPO / "docs" / "observability.md").read_text()
+    for needed in ("knowledge_runs_total", "knowledge_files_indexed_total", "knowledge_files_failed_total",
+                   "knowledge_queue_depth", "knowledge_embed_duration_seconds_bucket",
+                   "knowledge_search_duration_seconds_bucket", "knowledge_search_degraded_total"):
+        assert needed in exprs
+    for name in set(re.findall(r"knowledge_[a-z_]+", exprs)):  # every series charted is a documented metric
+        otel = re.sub(r"_(total|bucket|sum|count)$", "", name)
+        otel = re.sub(r"_seconds$", "", otel).replace("_", ".")
+        assert f"`{otel}`" in documented, f"{name} charts {otel}, which docs/observability.md does not list"
+    uids = {t["datasource"]["uid"] for panel in dashboard["panels"] for t in panel["targets"]}
+    assert uids == {"prometheus"}
