@@ -9,6 +9,11 @@ In one run, on one generated corpus:
 Reports seconds and the ratios (b)/(a) and (c) in seconds. Usage:
 
     .venv/bin/python bench/bench_index.py --files 10000 [--out bench/out/index]
+
+With --metrics-rounds N it measures instead the cost of metrics on (b): N interleaved rounds of a
+first run with no exporter configured, with the OTLP metrics exporter (every second, to a loopback
+sink that accepts and drops the requests) and with OTLP traces and metrics; it reports the median
+seconds of each and their ratios to the no-exporter runs.
 """
 
 from __future__ import annotations
@@ -17,10 +22,14 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,10 +55,11 @@ def floor(corpus: Path, store_dir: Path) -> float:
     return time.perf_counter() - start
 
 
-def knowledge_index(corpus: Path, store_base: Path) -> tuple[float, dict]:
+def knowledge_index(corpus: Path, store_base: Path, extra_env: dict[str, str] | None = None) -> tuple[float, dict]:
     """Seconds and JSON summary of `knowledge index CORPUS --json` as a user runs it."""
     exe = Path(sys.executable).with_name("knowledge")
-    env = {**os.environ, "KNOWLEDGE_STORE_DIR": str(store_base)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update({"KNOWLEDGE_STORE_DIR": str(store_base), **(extra_env or {})})
     env.pop("KNOWLEDGE_BROKER_URL", None)
     start = time.perf_counter()
     proc = subprocess.run([str(exe), "index", str(corpus), "--json"], capture_output=True, text=True, env=env,
@@ -57,16 +67,83 @@ def knowledge_index(corpus: Path, store_base: Path) -> tuple[float, dict]:
     return time.perf_counter() - start, json.loads(proc.stdout)
 
 
+class Sink:
+    """A loopback OTLP/HTTP endpoint that answers 200 to every export and counts them."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes = 0
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
+                size = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(size)
+                sink.requests += 1
+                sink.bytes += size
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def metrics_overhead(corpus: Path, out: Path, rounds: int) -> dict:
+    """Median first-run seconds without an exporter, with OTLP metrics, with OTLP traces and metrics."""
+    sink = Sink()
+    conditions = {
+        "no_exporter": {},
+        "otlp_metrics": {"OTEL_METRICS_EXPORTER": "otlp", "OTEL_TRACES_EXPORTER": "none",
+                         "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"{sink.url}/v1/metrics",
+                         "OTEL_METRIC_EXPORT_INTERVAL": "1000"},
+        "otlp_traces_and_metrics": {"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_METRIC_EXPORT_INTERVAL": "1000"},
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in conditions}
+    cpu: dict[str, list[float]] = {name: [] for name in conditions}
+    for _ in range(rounds):
+        for name, env in conditions.items():
+            store_base = out / f"metrics-{name}"
+            shutil.rmtree(store_base, ignore_errors=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            took, summary = knowledge_index(corpus, store_base, env)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            assert summary["state"] == "complete", summary
+            seconds[name].append(took)
+            cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    sink.server.shutdown()
+
+    def report(values: dict[str, list[float]]) -> dict[str, object]:
+        base = statistics.median(values["no_exporter"])
+        return {"median_s": {name: round(statistics.median(v), 2) for name, v in values.items()},
+                "all_s": {name: [round(x, 2) for x in v] for name, v in values.items()},
+                "ratio_to_no_exporter": {name: round(statistics.median(v) / base, 3) for name, v in values.items()}}
+
+    return {"rounds": rounds, "wall": report(seconds), "cpu": report(cpu),
+            "sink_requests": sink.requests, "sink_megabytes": round(sink.bytes / 1e6, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "index")
+    parser.add_argument("--metrics-rounds", type=int, default=0,
+                        help="measure the metrics overhead over this many interleaved rounds instead")
     args = parser.parse_args()
     corpus = args.out / "corpus"
     if not (corpus.exists() and sum(1 for _ in corpus.rglob("*.md")) == args.files):
         shutil.rmtree(corpus, ignore_errors=True)
         generate(corpus, args.files, 1)
     mb = sum(p.stat().st_size for p in corpus.rglob("*.md")) / 1e6
+    if args.metrics_rounds:
+        machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
+        print(json.dumps({"machine": machine, "files": args.files, "megabytes": round(mb, 1),
+                          **metrics_overhead(corpus, args.out, args.metrics_rounds)}))
+        return
     floor_s = floor(corpus, args.out / "floor")
     store_base = args.out / "embedded"
     shutil.rmtree(store_base, ignore_errors=True)
