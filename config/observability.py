@@ -259,7 +259,13 @@ def configure_metrics(service: str, environ: Mapping[str, str] | None = None, se
             from prometheus_client import start_http_server
 
             host = env.get(ENV_METRICS_HOST, "").strip() or DEFAULT_METRICS_HOST
-            start_http_server(port, addr=host)
+            try:
+                start_http_server(port, addr=host)
+            except OSError as exc:
+                from config.errors import ConfigError
+
+                raise ConfigError(f"{ENV_METRICS_PORT}={port}: cannot serve metrics on {host}:{port}: "
+                                  f"{exc.strerror or exc}") from None
         return _prometheus
 
 

@@ -116,3 +116,16 @@ def test_one_run_across_processes_is_one_otlp_trace_and_the_counters_match_its_s
     assert sum(v for _, v in writer_scrape["knowledge_chunks_written_total"]) > 0
     assert {labels["messaging_destination_name"] for labels, _ in worker_scrape["knowledge_queue_depth"]} \
         == {"ingest", "ingest.DQ", "embed", "embed.DQ"}
+
+
+def test_a_taken_metrics_port_stops_the_writer_with_one_line_naming_it(tmp_path: Path) -> None:
+    require_redis()
+    made = Cluster(tmp_path / "store", REDIS_URL)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = made.knowledge("writer", env={**made.env, "KNOWLEDGE_METRICS_PORT": str(port)}, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"KNOWLEDGE_METRICS_PORT={port}: cannot serve metrics on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
