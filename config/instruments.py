@@ -37,7 +37,7 @@ QUEUE = "messaging.destination.name"
 # Skip and failure reasons carry paths, sizes and offsets; a metric attribute carries only their class.
 _REASON_CLASSES = (
     ("file name", "bad_name"), ("too large", "too_large"), ("binary", "binary"), ("not utf-8", "encoding"),
-    ("symlink", "symlink"),
+    ("symlink", "symlink"), ("vanished", "vanished"),
     ("excluded by", "excluded"), ("dot ", "dot"), ("memory directory", "store"), ("the store's own", "store"),
     ("not a .md", "extension"), ("not a regular", "not_regular"), ("not a directory", "not_regular"),
     ("cannot ", "unreadable"), ("path leaves", "outside_root"), ("not html", "content_type"),

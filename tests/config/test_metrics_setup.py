@@ -54,6 +54,7 @@ def test_the_scrape_port_is_a_port_number_or_refused() -> None:
     ("not UTF-8 (invalid byte at offset 12)", "encoding"),
     ("file name is not valid UTF-8", "bad_name"),
     ("symlink refused", "symlink"),
+    ("vanished since the walk (deleted or renamed)", "vanished"),
     ("excluded by drafts/**", "excluded"),
     ("dot directory", "dot"),
     ("not a regular file (a FIFO)", "not_regular"),
