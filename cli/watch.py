@@ -66,7 +66,7 @@ class Lines:
 @pass_context
 def watch_command(obj: Context) -> None:
     """Watch knowledge.paths and index each change as it happens (embedded, or through the broker)."""
-    from config.observability import configure_logging, configure_tracing
+    from config.observability import configure_logging, configure_metrics, configure_tracing
     from pipeline.lock import WATCH_LOCK_NAME, WriteLock
     from workers.run import EmbeddedEngine
     from workers.watcher import DistributedApply, EmbeddedApply, Watcher
@@ -75,6 +75,7 @@ def watch_command(obj: Context) -> None:
     configure_logging("INFO")
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # its own "N changes detected" per batch
     configure_tracing("knowledge-watch")
+    configure_metrics("knowledge-watch", listens=True)  # long-lived: a scrape port with KNOWLEDGE_METRICS_PORT
     lines = Lines()
     stop = threading.Event()
 
