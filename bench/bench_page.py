@@ -31,28 +31,14 @@ sys.path.insert(0, str(BENCH))
 
 import httpx  # noqa: E402
 import yaml  # noqa: E402
-from bench_query import CHUNKS_PER_FILE, KNOWLEDGE, percentiles, sample_queries  # noqa: E402
-from corpus import generate  # noqa: E402
+from bench_query import KNOWLEDGE, lexical_store, percentiles, sample_queries  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402
 
 
 def build(out: Path, chunks: int, seed: int) -> Path:
     """A lexical store of about `chunks` chunks under out (reused when built); its store directory."""
-    files = max(1, round(chunks / CHUNKS_PER_FILE))
-    corpus = out / f"corpus-{chunks}"
-    base = out / f"store-{chunks}"
-    store = base / "knowledge" / "default"
-    if not (store / "knowledge.db").exists():
-        if not corpus.exists():
-            generate(corpus, files, seed)
-        started = time.perf_counter()
-        subprocess.run(
-            [KNOWLEDGE, "--store-dir", str(base), "index", corpus.name], cwd=out, check=True,
-            stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")},
-        )
-        print(f"indexed {files} files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return store
+    return lexical_store(out, chunks, seed) / "knowledge" / "default"
 
 
 def serve(store: Path, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -97,8 +97,8 @@ def timed(fn: Callable[[str], Any], queries: list[str], warmup: int = 10) -> dic
     return percentiles(samples)
 
 
-def build(out: Path, chunks: int, seed: int, embed_url: str | None = None) -> Path:
-    """Corpus and store for about `chunks` chunks (reused when already built); the store's base dir."""
+def lexical_store(out: Path, chunks: int, seed: int) -> Path:
+    """Corpus and lexical store for about `chunks` chunks under out (reused when already built); its base dir."""
     files = max(1, round(chunks / CHUNKS_PER_FILE))
     corpus = out / f"corpus-{chunks}"
     base = out / f"store-{chunks}"
@@ -111,6 +111,12 @@ def build(out: Path, chunks: int, seed: int, embed_url: str | None = None) -> Pa
             stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")},
         )
         print(f"indexed {files} files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return base
+
+
+def build(out: Path, chunks: int, seed: int, embed_url: str | None = None) -> Path:
+    """Corpus and store for about `chunks` chunks with vectors (reused when already built); the store's base dir."""
+    base = lexical_store(out, chunks, seed)
     add_vectors(base / "knowledge" / "default" / "knowledge.db", seed, embed_url)
     return base
 

@@ -14,9 +14,9 @@ from config.settings import Settings
 from pipeline import db, schema, vector_codes
 from pipeline.shadow import next_identity
 from pipeline.vectors import VectorIdentity, pinned_identity
-from query.search import search
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
+from tests.searcher import Searcher
 
 RunCli = Callable[..., tuple[int, str, str]]
 DOCS: dict[str, str | bytes] = {
@@ -69,30 +69,6 @@ def store_state(settings: Settings) -> State:
         conn.close()
 
 
-class Searcher(threading.Thread):
-    """Searches in a loop until stopped, counting answers, errors and lexical-only (degraded) answers."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(daemon=True)
-        self.settings, self.stop = settings, threading.Event()
-        self.answers, self.degraded, self.empty = 0, 0, 0
-        self.errors: list[BaseException] = []
-        self.tiers: set[str] = set()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for text in QUERIES:
-                try:
-                    response = search(self.settings, text)
-                except Exception as exc:  # every failure is a finding
-                    self.errors.append(exc)
-                    continue
-                self.answers += 1
-                self.degraded += response.degraded is not None
-                self.empty += not response.hits
-                self.tiers.add(response.tier)
-
-
 @pytest.fixture
 def indexed(workdir: Path, servers: tuple[EmbedServer, EmbedServer], run_cli: RunCli) -> Settings:
     old, new = servers
@@ -109,7 +85,7 @@ def test_a_switch_keeps_every_search_hybrid_resumes_after_limits_and_failures_th
 ) -> None:
     _, new = servers
     before = store_state(indexed)
-    searcher = Searcher(indexed)
+    searcher = Searcher(indexed, QUERIES)
     searcher.start()
     try:
         code, out, _ = run_cli("vectors", "switch", "--limit", "10")  # a slice: the store keeps the old model

@@ -17,8 +17,7 @@ import pytest
 from config.errors import EXIT_BUSY
 from config.loader import settings_from_mapping
 from tests.conftest import write_tree
-from tests.workers.cluster import Cluster, clean_env, knowledge_bin
-from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
+from tests.workers.cluster import Cluster, clean_env, knowledge_bin, owned
 from tests.workers.test_watcher import documents
 
 WAIT_S = 30.0
@@ -121,13 +120,8 @@ def test_a_watcher_never_races_a_running_embedded_index_for_the_writer_lock(
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A store served by one worker and the writer on the tests' Redis; stopped and its keys deleted after."""
-    client = require_redis()
-    made = Cluster(tmp_path / "store", REDIS_URL)
-    delete_namespace(client, made.namespace)
-    yield made
-    made.stop()
-    delete_namespace(client, made.namespace)
-    client.close()
+    with owned(tmp_path / "store") as made:
+        yield made
 
 
 @pytest.mark.redis

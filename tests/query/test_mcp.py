@@ -5,9 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.query.serving import serving
 from tests.query.stores import DOCS, build_store, free_port, store_settings
 
 KNOWLEDGE = str(Path(sys.executable).with_name("knowledge"))
@@ -147,32 +146,8 @@ def http_server(tmp_path: Path, store: Path) -> Iterator[tuple[str, str]]:
     expose = {"mcp": {"builtins": ["knowledge_search"], "token_env": "KQ_TEST_TOKEN"}}
     config = write_config(tmp_path, store, expose=expose)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")} | {"KQ_TEST_TOKEN": token}
-    err = (tmp_path / "serve.err").open("w")
-    proc = subprocess.Popen(
-        [KNOWLEDGE, "--config", str(config), "serve", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, (tmp_path / "serve.err").read_text()
-            assert time.monotonic() < deadline, "knowledge serve did not come up"
-            time.sleep(0.1)
+    with serving(KNOWLEDGE, config, port, tmp_path, env) as base:
         yield base, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        err.close()
 
 
 def test_streamable_http_serves_the_allowlisted_tool_behind_the_token(

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from tests.query.serving import serving
 from tests.query.stores import DOCS, build_store, free_port, store_settings
 
 KNOWLEDGE = str(Path(sys.executable).with_name("knowledge"))
@@ -33,29 +32,8 @@ def server(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KNOWLEDGE_", "OTEL_"))}
     env["KQ_METRICS_TOKEN"] = TOKEN
-    with (tmp_path / "serve.err").open("w") as err:
-        proc = subprocess.Popen([KNOWLEDGE, "--config", str(config), "serve", "--port", str(port)], cwd=tmp_path,
-                                env=env, stdout=subprocess.DEVNULL, stderr=err)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, (tmp_path / "serve.err").read_text()
-            assert time.monotonic() < deadline, "knowledge serve did not come up"
-            time.sleep(0.1)
+    with serving(KNOWLEDGE, config, port, tmp_path, env) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def samples(text: str, name: str) -> list[Sample]:

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,16 +191,28 @@ class Cluster:
         raise AssertionError(f"timed out after {timeout} s waiting for {what}{self.logs()}")
 
 
+@contextmanager
+def owned(base: Path, prepare: Callable[[Cluster], None] | None = None) -> Iterator[Cluster]:
+    """A Cluster over a store of the test's own (prepare writes its config and tree); its processes
+    stopped and its Redis keys deleted after, and before, so a crashed earlier run leaves nothing."""
+    client = require_redis()
+    made = Cluster(base, REDIS_URL)
+    if prepare is not None:
+        prepare(made)
+    delete_namespace(client, made.namespace)
+    try:
+        yield made
+    finally:
+        made.stop()
+        delete_namespace(client, made.namespace)
+        client.close()
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A store of this test's own, served by processes the test starts; stopped and its keys deleted after."""
-    client = require_redis()
-    made = Cluster(tmp_path / "store", REDIS_URL)
-    delete_namespace(client, made.namespace)
-    yield made
-    made.stop()
-    delete_namespace(client, made.namespace)
-    client.close()
+    with owned(tmp_path / "store") as made:
+        yield made
 
 
 def invariants(cluster: Cluster, *roots: Path) -> Invariants:

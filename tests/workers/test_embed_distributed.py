@@ -15,8 +15,7 @@ from config.loader import settings_from_mapping
 from pipeline import db, vectors
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
-from tests.workers.cluster import Cluster
-from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
+from tests.workers.cluster import Cluster, owned
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -33,17 +32,15 @@ def server() -> Iterator[EmbedServer]:
 @pytest.fixture
 def cluster(tmp_path: Path, server: EmbedServer) -> Iterator[Cluster]:
     """A store of its own with an embeddings block in its knowledge.yaml; processes stopped after."""
-    client = require_redis()
-    made = Cluster(tmp_path / "store", REDIS_URL)
-    (made.base / "knowledge.yaml").write_text(
-        f"knowledge:\n  embeddings:\n    base_url: {server.base_url}\n    model: hashed-bow\n    timeout: 5\n",
-        encoding="utf-8")
-    write_tree(made.base, {f"docs/n{i:04d}.md": f"# Note {i}\n\nnote {i} on topic{i % 11}\n" for i in range(FILES)})
-    delete_namespace(client, made.namespace)
-    yield made
-    made.stop()
-    delete_namespace(client, made.namespace)
-    client.close()
+
+    def prepare(made: Cluster) -> None:
+        (made.base / "knowledge.yaml").write_text(
+            f"knowledge:\n  embeddings:\n    base_url: {server.base_url}\n    model: hashed-bow\n    timeout: 5\n",
+            encoding="utf-8")
+        write_tree(made.base, {f"docs/n{i:04d}.md": f"# Note {i}\n\nnote {i} on topic{i % 11}\n" for i in range(FILES)})
+
+    with owned(tmp_path / "store", prepare) as made:
+        yield made
 
 
 def assert_every_chunk_has_its_own_vector(base: Path) -> int:

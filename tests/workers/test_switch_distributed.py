@@ -14,11 +14,11 @@ from config.loader import settings_from_mapping
 from config.settings import Settings
 from pipeline import db, schema, vector_codes, vectors
 from pipeline.embeddings import document_text
-from query.search import search
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
-from tests.workers.cluster import Cluster
-from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
+from tests.searcher import Searcher
+from tests.workers.cluster import Cluster, owned
+from tests.workers.conftest import REDIS_URL
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -42,41 +42,16 @@ def blocks(old: EmbedServer, new: EmbedServer) -> dict[str, dict[str, object]]:
 @pytest.fixture
 def cluster(tmp_path: Path, servers: tuple[EmbedServer, EmbedServer]) -> Iterator[Cluster]:
     """A store whose knowledge.yaml names both models; processes stopped after."""
-    client = require_redis()
-    made = Cluster(tmp_path / "store", REDIS_URL)
-    lines = ["knowledge:"]
-    for name, block in blocks(*servers).items():
-        lines += [f"  {name}:"] + [f"    {k}: {v if not isinstance(v, str) else repr(v)}" for k, v in block.items()]
-    (made.base / "knowledge.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    write_tree(made.base, {f"docs/n{i:04d}.md": f"# Note {i}\n\nnote {i} on topic{i % 11}\n" for i in range(FILES)})
-    delete_namespace(client, made.namespace)
-    yield made
-    made.stop()
-    delete_namespace(client, made.namespace)
-    client.close()
 
+    def prepare(made: Cluster) -> None:
+        lines = ["knowledge:"]
+        for name, block in blocks(*servers).items():
+            lines += [f"  {name}:"] + [f"    {k}: {v if not isinstance(v, str) else repr(v)}" for k, v in block.items()]
+        (made.base / "knowledge.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_tree(made.base, {f"docs/n{i:04d}.md": f"# Note {i}\n\nnote {i} on topic{i % 11}\n" for i in range(FILES)})
 
-class Searcher(threading.Thread):
-    """Searches in a loop until stopped, counting answers, errors and lexical-only answers."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(daemon=True)
-        self.settings, self.stop = settings, threading.Event()
-        self.answers, self.degraded = 0, 0
-        self.errors: list[BaseException] = []
-        self.tiers: set[str] = set()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for text in QUERIES:
-                try:
-                    response = search(self.settings, text)
-                except Exception as exc:  # every failure is a finding
-                    self.errors.append(exc)
-                    continue
-                self.answers += 1
-                self.degraded += response.degraded is not None
-                self.tiers.add(response.tier.split(" - ")[-1])
+    with owned(tmp_path / "store", prepare) as made:
+        yield made
 
 
 def assert_every_chunk_has_its_new_vector(settings: Settings) -> int:
@@ -106,7 +81,7 @@ def test_a_switch_through_the_writer_keeps_searches_hybrid_and_waits_out_an_inde
     assert result.returncode == 0, result.stderr + cluster.logs()
     settings = settings_from_mapping({"broker": {"url": REDIS_URL}, **blocks(old, new)}, store_base=cluster.base)
     assert settings.db_path == cluster.settings.db_path
-    searcher = Searcher(settings)
+    searcher = Searcher(settings, QUERIES)
     searcher.start()
     try:
         sliced = cluster.knowledge("vectors", "switch", "--limit", "40", timeout=120)
@@ -118,14 +93,14 @@ def test_a_switch_through_the_writer_keeps_searches_hybrid_and_waits_out_an_inde
         assert switched.returncode == 0, switched.stdout + switched.stderr + cluster.logs()
         assert "done; the store serves new-bow dim=28" in switched.stdout
         assert run.wait(timeout=120) == 0, cluster.logs()
-        while "model=new-bow dim=28" not in searcher.tiers:
+        while not any(t.endswith("model=new-bow dim=28") for t in searcher.tiers):
             assert searcher.is_alive()
             threading.Event().wait(0.01)
     finally:
         searcher.stop.set()
         searcher.join()
     assert searcher.errors == [] and searcher.degraded == 0 and searcher.answers > 0
-    assert searcher.tiers == {"model=old-bow dim=16", "model=new-bow dim=28"}
+    assert {t.split(" - ")[-1] for t in searcher.tiers} == {"model=old-bow dim=16", "model=new-bow dim=28"}
     assert assert_every_chunk_has_its_new_vector(settings) == FILES
     again = cluster.knowledge("index", "docs", "--reindex", timeout=120)  # index runs now embed with new-bow
     assert again.returncode == 0, again.stderr + cluster.logs()
