@@ -145,16 +145,7 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
               if cid not in excluded] if ranking != VECTOR else []
     lexical = [cid for cid, _ in scored]
     lexical_scores = {cid: -score for cid, score in scored}  # bm25 (or negated RRF): lower was better
-    note = None
-    if not query.terms:
-        note = "the query has no searchable terms (words of two or more letters or digits)"
-    elif query.dropped:
-        note = "dropped terms under two characters: " + ", ".join(query.dropped)
-    if query.excluded:
-        left_out = "left out the sections holding " + ", ".join(query.excluded)
-        note = f"{note}; {left_out}" if note else left_out
-    if allowed is not None and filters is not None:
-        note = "; ".join(n for n in (note, filters.describe()) if n)
+    note = _query_note(query, filters if allowed is not None else None)
 
     def hits(ids: list[int], scores: dict[int, float], used: str,
              neighbours: list[tuple[int, float]] | None = None) -> list[Hit]:
@@ -166,38 +157,24 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
 
     if emb is None or ranking == LEXICAL:
         return SearchResponse(tier, STATUS_OK, hits(lexical[:k], lexical_scores, LEXICAL), note, query.dropped)
-    from query.vector import KNN_K, embed_query, knn_pinned, query_identity  # the HTTP client only with embeddings
+    from query.vector import KNN_K, query_identity  # the HTTP client only with embeddings
 
     if not query.terms and ranking != VECTOR:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
         return SearchResponse(tier, STATUS_OK, hits(lexical[:k], lexical_scores, LEXICAL), note, query.dropped)
-    found: list[tuple[int, float]] | None = None
-    for _ in range(2):  # a second pass only when a model switch swapped the vectors mid-query
-        identity = query_identity(emb, reader.meta, settings.db_path)
-        try:
-            vector = embed_query(emb, identity, text)
-        except VectorIdentityMismatch:
-            raise
-        except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
-            if ranking is not None:
-                raise  # a forced ranking (evaluation) never degrades silently
-            reason = f"{exc.kind}: {one_line(str(exc), 200)}"
-            notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
-            return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
-                                  hits(lexical[:k], lexical_scores, LEXICAL),
-                                  "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
-        found = knn_pinned(reader.conn, identity, vector, max(depth, KNN_K), allowed)
-        if found is not None:
-            break
-        reader.meta = read_meta(reader.conn)  # the store now serves another model: follow it
-        settings = serving(settings, reader.meta)
-        emb = settings.embeddings
-        assert emb is not None  # serving() only ever swaps one block for another
-        now = pinned_identity(reader.meta)
-        tier = tier_line(settings, dimension=now.dimension if now else None)
-    if found is None:
-        raise VectorIdentityMismatch(f"the vectors of {settings.db_path} changed model twice during one query")
+    try:
+        found, settings, tier = _nearest(settings, reader, text, max(depth, KNN_K), allowed, tier)
+    except VectorIdentityMismatch:
+        raise
+    except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
+        if ranking is not None:
+            raise  # a forced ranking (evaluation) never degrades silently
+        reason = f"{exc.kind}: {one_line(str(exc), 200)}"
+        notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
+        return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
+                              hits(lexical[:k], lexical_scores, LEXICAL),
+                              "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
     neighbours = [(cid, d) for cid, d in found if cid not in excluded]
     nearest = [cid for cid, _ in neighbours]
     if ranking == VECTOR:
@@ -207,6 +184,45 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     return SearchResponse(tier, STATUS_OK,
                           hits([cid for cid, _ in ranked], dict(ranked), ranking or HYBRID, neighbours),
                           note, query.dropped)
+
+
+def _query_note(query: LexicalQuery, filters: Filter | None) -> str | None:
+    """What the caller should know about the query itself: no terms, dropped terms, exclusions, filters."""
+    note = None
+    if not query.terms:
+        note = "the query has no searchable terms (words of two or more letters or digits)"
+    elif query.dropped:
+        note = "dropped terms under two characters: " + ", ".join(query.dropped)
+    if query.excluded:
+        left_out = "left out the sections holding " + ", ".join(query.excluded)
+        note = f"{note}; {left_out}" if note else left_out
+    if filters is not None:
+        note = "; ".join(n for n in (note, filters.describe()) if n)
+    return note
+
+
+def _nearest(settings: Settings, reader: Reader, text: str, count: int, allowed: str | None,
+             tier: str) -> tuple[list[tuple[int, float]], Settings, str]:
+    """(KNN candidates, the settings that served them, the tier line) under the identity the store serves.
+
+    A model switch that swaps the vectors between embedding and KNN is followed once (the query is
+    embedded again with the new model); EmbeddingError when the server fails.
+    """
+    from query.vector import embed_query, knn_pinned, query_identity
+
+    for _ in range(2):  # a second pass only when a model switch swapped the vectors mid-query
+        emb = settings.embeddings
+        assert emb is not None  # serving() only ever swaps one block for another
+        identity = query_identity(emb, reader.meta, settings.db_path)
+        vector = embed_query(emb, identity, text)
+        found = knn_pinned(reader.conn, identity, vector, count, allowed)
+        if found is not None:
+            return found, settings, tier
+        reader.meta = read_meta(reader.conn)  # the store now serves another model: follow it
+        settings = serving(settings, reader.meta)
+        now = pinned_identity(reader.meta)
+        tier = tier_line(settings, dimension=now.dimension if now else None)
+    raise VectorIdentityMismatch(f"the vectors of {settings.db_path} changed model twice during one query")
 
 
 def hit_json(hit: Hit, mapper: CitationMapper | None = None) -> dict[str, Any]:
