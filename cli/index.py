@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -182,10 +181,11 @@ def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_
 @pass_context
 def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool) -> None:
     """Remove documents by path (as `sources` lists it, or as a path from here); a directory removes its subtree."""
+    from query.listing import removal_targets
     from workers.maintenance import remove_documents
 
     settings = prologue(obj, False)
-    targets = rm_targets(settings, paths, prefix)
+    targets = removal_targets(settings, paths, prefix)
     wanted = [p for stored, _ in targets.values() for p in stored]
     removed = set(remove_documents(settings, wanted)) if wanted else set()
     missed = False
@@ -198,30 +198,6 @@ def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool) -> None:
             click.echo(f"{'removed' if gone else 'not indexed'}: {clean(stored[0] if stored else given)}")
     if missed:
         sys.exit(EXIT_FAILURE)
-
-
-def rm_targets(settings: Settings, paths: tuple[str, ...], prefix: bool) -> dict[str, tuple[list[str], bool]]:
-    """Each argument with the stored paths it names and whether it named a subtree: a document as stored,
-    or as spelled from here; else (or with --prefix) a directory, every document under it."""
-    from pipeline.paths import PathBase
-    from query.reader import open_reader
-
-    reader = open_reader(settings)
-    if reader is None:
-        return {p: ([], prefix) for p in paths}
-    base = PathBase.at(settings.path_base)
-    out: dict[str, tuple[list[str], bool]] = {}
-    with reader:
-        for given in paths:
-            spelled = given if "://" in given else base.canonical(given)
-            if not prefix:
-                exact = reader.stored_paths([given, spelled])
-                if exact or "://" in given:
-                    out[given] = ([given if given in exact else spelled] if exact else [], False)
-                    continue
-            below = reader.paths_under(spelled) or reader.paths_under(given.rstrip("/") or "/")
-            out[given] = (below, bool(prefix or below or os.path.isdir(given)))
-    return out
 
 
 @cli.command("reset")

@@ -1,4 +1,5 @@
-"""The `sources` and `stats` answers: one JSON shape for the CLI's --json and the HTTP API.
+"""The `sources` and `stats` answers (one JSON shape for the CLI's --json and the HTTP API), and
+which stored documents a removal names (`knowledge rm`: a path in any spelling, or a directory).
 
 Both carry a `status` and a `note` (null when there is nothing to say), like every other answer;
 each document carries its mapped citation (`mapped`, null where no rule applies).
@@ -6,10 +7,12 @@ each document carries its mapped citation (`mapped`, null where no rule applies)
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from config.settings import Settings
-from query.reader import Reader
+from pipeline.paths import PathBase
+from query.reader import Reader, open_reader
 from query.tier import tier_line
 
 STATUS_OK = "ok"
@@ -34,3 +37,24 @@ def sources_answer(settings: Settings, reader: Reader) -> dict[str, Any]:
 def stats_answer(settings: Settings, reader: Reader) -> dict[str, Any]:
     """Counts and facts about the index, and the tier line."""
     return {"status": STATUS_OK, "note": None, **reader.stats(), "tier": tier_line(settings)}
+
+
+def removal_targets(settings: Settings, paths: tuple[str, ...], prefix: bool) -> dict[str, tuple[list[str], bool]]:
+    """Each argument with the stored paths it names and whether it named a subtree: a document as stored,
+    or as spelled from here; else (or with --prefix) a directory, every document under it."""
+    reader = open_reader(settings)
+    if reader is None:
+        return {p: ([], prefix) for p in paths}
+    base = PathBase.at(settings.path_base)
+    out: dict[str, tuple[list[str], bool]] = {}
+    with reader:
+        for given in paths:
+            spelled = given if "://" in given else base.canonical(given)
+            if not prefix:
+                exact = reader.stored_paths([given, spelled])
+                if exact or "://" in given:
+                    out[given] = ([given if given in exact else spelled] if exact else [], False)
+                    continue
+            below = reader.paths_under(spelled) or reader.paths_under(given.rstrip("/") or "/")
+            out[given] = (below, bool(prefix or below or os.path.isdir(given)))
+    return out
