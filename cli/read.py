@@ -17,7 +17,7 @@ from cli.app import (
     prologue,
 )
 from cli.arguments import QueryCommand, filter_options, query_text
-from config.errors import IndexNotBuilt, KnowledgeError
+from config.errors import IndexNotBuilt, KnowledgeError, QueryError
 from config.observability import configure_metrics
 from config.settings import MAX_TOP_K, Settings
 from query.filters import Filter
@@ -84,12 +84,24 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
 
 @cli.command("show", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="CITATION")
+@click.option("--before", type=click.IntRange(min=0), default=0,
+              help="Also print up to N sections before the cited one (at most 20).")
+@click.option("--after", type=click.IntRange(min=0), default=0,
+              help="Also print up to N sections after the cited one (at most 20).")
+@click.option("--section", "expand", is_flag=True,
+              help="Grow the cited section to every consecutive chunk under the same heading.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the hit shape of search --json).")
 @pass_context
-def show_command(obj: Context, words: tuple[str, ...], as_json: bool) -> None:
-    """Print the section a citation token (`<path>#<ordinal>`) names, or every section of a document PATH."""
+def show_command(obj: Context, words: tuple[str, ...], before: int, after: int, expand: bool, as_json: bool) -> None:
+    """Print the section a citation token (`<path>#<ordinal>`) names, or every section of a document PATH.
+
+    With --before, --after or --section, read around the cited section within the text budget.
+    """
     citation = query_text(words)
     settings = prologue(obj, as_json)
+    if before or after or expand:
+        _show_around(settings, citation, before, after, expand, as_json)
+        return
     ref = parse_ref(citation)
     with Reader(settings) as reader:
         hit = reader.chunk(*ref) if ref else None
@@ -103,10 +115,37 @@ def show_command(obj: Context, words: tuple[str, ...], as_json: bool) -> None:
         echo_json({"status": "ok", "note": None, "results": [hit_json(h, mapper) for h in hits]})
         return
     for hit in hits:
-        click.echo(f"\n  {clean(hit.index_ref)}\n")
-        if hit.section:
-            click.echo(f"Section: {clean(hit.section)}\n")
-        click.echo(clean(hit.content))
+        _print_section(hit.index_ref, hit.section, hit.content)
+
+
+def _print_section(ref: str, section: str, content: str) -> None:
+    click.echo(f"\n  {clean(ref)}\n")
+    if section:
+        click.echo(f"Section: {clean(section)}\n")
+    click.echo(clean(content))
+
+
+def _show_around(settings: Settings, citation: str, before: int, after: int, expand: bool, as_json: bool) -> None:
+    """show --before/--after/--section: the cited section and its neighbours, or an error with its exit code."""
+    from query.reading import STATUS_NOT_FOUND, STATUS_QUERY_ERROR, read_around
+
+    answer = read_around(settings, citation, before, after, expand)
+    status, note = answer["status"], answer["note"] or ""
+    if as_json:
+        echo_json(answer)
+    if status == STATUS_NOT_BUILT:
+        raise IndexNotBuilt(note)
+    if status == STATUS_QUERY_ERROR:
+        raise QueryError(note)
+    if status == STATUS_NOT_FOUND:
+        raise KnowledgeError(note)
+    if as_json:
+        return
+    if note:
+        click.echo(f"note: {clean(note)}")
+    for hit in answer["results"]:
+        ref = hit["index_ref"] + (f" (section {hit['span']})" if "span" in hit else "")
+        _print_section(ref, hit["section"], hit["content"])
 
 
 @cli.command("sources")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_TOP_K = 20
-SERVABLE_TOOLS = ("knowledge_search", "knowledge_enumerate")
+SERVABLE_TOOLS = ("knowledge_search", "knowledge_enumerate", "knowledge_read")
 """The tool names expose.mcp.builtins accepts (query.tools declares each; a test keeps them in step)."""
 
 
@@ -61,7 +61,7 @@ class McpExposure:
     """What `knowledge mcp` and `knowledge serve` may serve, and where."""
 
     builtins: tuple[str, ...] = field(
-        default=(), metadata=_help("Agent tools to serve: knowledge_search, knowledge_enumerate.")
+        default=(), metadata=_help("Agent tools to serve: knowledge_search, knowledge_enumerate, knowledge_read.")
     )
     host: str = field(default="127.0.0.1", metadata=_help("Address `knowledge serve` binds."))
     port: int = field(default=8080, metadata=_help("Port `knowledge serve` binds."))

@@ -1,6 +1,6 @@
 """`knowledge serve`: MCP over streamable HTTP, a small JSON API and the search page on one port.
 
-Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/sources, /v1/stats, /healthz,
+Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/read, /v1/sources, /v1/stats, /healthz,
 /metrics (this process's metrics in the Prometheus text format; guarded like /v1, token included)
 and the search page's routes (query/serve/page_routes.py: /, /show/..., /sources, /stats, /login, /logout,
 /static/...). Every request passes the Guard first: its Host must be a loopback name, the bound
@@ -8,9 +8,9 @@ address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin 
 browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be this very
 server (the Host it asked for: the page's own form posts); and with a token configured every route
 but /healthz, the sign-in form and the page's static files needs `Authorization: Bearer <token>`,
-which on the page's routes the session cookie of the sign-in form stands in for. /v1/search and
-/v1/match (and the page's two modes) answer only when their tool (knowledge_search,
-knowledge_enumerate) is exposed, exactly as over MCP.
+which on the page's routes the session cookie of the sign-in form stands in for. /v1/search,
+/v1/match and /v1/read (and the page's two modes) answer only when their tool (knowledge_search,
+knowledge_enumerate, knowledge_read) is exposed, exactly as over MCP.
 """
 
 from __future__ import annotations
@@ -210,6 +210,22 @@ class JsonApi:
             return _json({"status": "error", "note": str(exc)}, 500)
         return _json(to_json(result, mapper))
 
+    def read(self, request: Request) -> Response:
+        """knowledge_read over HTTP: ?citation=<path>#<ordinal>&before=N&after=N&expand=true"""
+        if "knowledge_read" not in self.served:
+            return _json(_not_served("knowledge_read"), 404)
+        citation = request.query_params.get("citation")
+        if citation is None:
+            return _json({"status": "query_error", "note": "pass the citation as ?citation=<path>#<ordinal>"}, 400)
+        try:
+            before = _int_param(request, "before", 0) or 0
+            after = _int_param(request, "after", 0) or 0
+        except QueryError as exc:
+            return _json({"status": "query_error", "note": str(exc)}, 400)
+        answer = tools.knowledge_read(self.settings, citation, before, after, _flag(request, "expand"))
+        codes = {"query_error": 400, "not_found": 404, "error": 500}
+        return _json(answer, codes.get(answer["status"], 200))
+
     def sources(self, request: Request) -> Response:
         """Every indexed document, with its mapped citation when rules exist."""
         return self._with_reader(lambda reader: sources_answer(self.settings, reader))
@@ -249,6 +265,7 @@ def build_app(
         ("/healthz", api.health),
         ("/v1/search", api.search),
         ("/v1/match", api.match),
+        ("/v1/read", api.read),
         ("/v1/sources", api.sources),
         ("/v1/stats", api.stats),
         ("/metrics", api.metrics),

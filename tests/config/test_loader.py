@@ -133,7 +133,7 @@ def _refused(run_cli, *args: str) -> str:
      "knowledge.embeddings.base_url is not a valid URL (Port out of range"),
     ("  expose:\n    mcp:\n      builtins: [knowledge_serch]\n",
      ("builtins names 'knowledge_serch', which is not a tool knowledge serves "
-      "(accepted: knowledge_search, knowledge_enumerate)")),
+      "(accepted: knowledge_search, knowledge_enumerate, knowledge_read)")),
 ])
 @pytest.mark.parametrize("command", [("index", "docs"), ("serve",)])
 def test_a_setting_that_cannot_work_is_refused_before_anything_runs(

@@ -1,0 +1,151 @@
+"""Reading around a hit: the cited section with its neighbours, or grown to its whole section.
+
+read_around() answers a `<path>#<ordinal>` citation with that section plus up to `before` sections
+before and `after` sections after it in the same document, in ordinal order, each in the hit shape
+of search (score null). With expand, the cited hit first grows to its whole section: the
+consecutive chunks of the document that share its heading path, walked out one chunk at a time,
+its citation unchanged and a `span` (`path#low..#high`) saying what it covers.
+
+The text budget of the agent tools applies (query/budget.py): the cited section is always kept;
+the expansion, then the neighbours, are added nearest first, alternating before and after, until
+the next would exceed the budget, and a trimmed answer says so. Statuses: ok, index_not_built,
+not_found (no such section), query_error (not a citation, or a negative count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from config.settings import Settings
+from query import budget
+from query.citations import CitationMapper
+from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note, parse_ref
+from query.search import hit_json
+
+MAX_AROUND = 20  # sections read on each side at most
+STATUS_OK = "ok"
+STATUS_NOT_FOUND = "not_found"
+STATUS_QUERY_ERROR = "query_error"
+JOINER = "\n\n"
+
+
+@dataclass(frozen=True)
+class Window:
+    """The chunks of one document, the cited span [low, high] within it (list positions)."""
+
+    chunks: list[Hit]
+    low: int
+    high: int
+
+    def text_size(self) -> int:
+        """The injected text of the span as one hit."""
+        return budget.hit_size(self.span_json())
+
+    def span_json(self) -> dict[str, Any]:
+        """The span as one hit's text fields (for measuring)."""
+        run = self.chunks[self.low:self.high + 1]
+        return {"section": self.chunks[self.low].section, "content": JOINER.join(c.content for c in run)}
+
+
+def _alternate(before: list[int], after: list[int]) -> Iterator[int]:
+    """Positions nearest first, before then after, until both sides run out."""
+    for i in range(max(len(before), len(after))):
+        if i < len(before):
+            yield before[i]
+        if i < len(after):
+            yield after[i]
+
+
+def _expand(chunks: list[Hit], at: int, room: int) -> tuple[int, int, bool]:
+    """(low, high, stopped): the run of chunks sharing chunks[at]'s heading path, walked out one chunk at a
+    time within room characters; stopped when the budget ended the walk before the section did."""
+    heading = chunks[at].section
+    low = high = at
+    used = budget.hit_size({"section": heading, "content": chunks[at].content})
+    while True:
+        grew = False
+        for side in (-1, 1):
+            nxt = low - 1 if side < 0 else high + 1
+            if not 0 <= nxt < len(chunks) or chunks[nxt].section != heading:
+                continue
+            cost = len(JOINER) + len(chunks[nxt].content)
+            if used + cost > room:
+                return low, high, True
+            used += cost
+            low, high = (nxt, high) if side < 0 else (low, nxt)
+            grew = True
+        if not grew:
+            return low, high, False
+
+
+def _answer(status: str, note: str | None, citation: str, results: list[dict[str, Any]] | None = None,
+            **extra: Any) -> dict[str, Any]:
+    return {"status": status, "note": note, "citation": citation, **extra, "results": results or []}
+
+
+def read_around(settings: Settings, citation: str, before: int = 0, after: int = 0, expand: bool = False,
+                reader: Reader | None = None) -> dict[str, Any]:
+    """The cited section and its neighbours within the text budget, as JSON with a status; never raises
+    for the caller's input (a damaged store still raises StoreDamaged)."""
+    citation = citation.strip()
+    ref = parse_ref(citation)
+    if ref is None:
+        return _answer(STATUS_QUERY_ERROR, f"{citation!r} is not a citation token `<path>#<ordinal>` "
+                       "(the `index_ref` of a search result)", citation)
+    if before < 0 or after < 0:
+        return _answer(STATUS_QUERY_ERROR, "before and after count sections and cannot be negative", citation)
+    notes: list[str] = []
+    for name, value in (("before", before), ("after", after)):
+        if value > MAX_AROUND:
+            notes.append(f"{name}={value} capped at {MAX_AROUND} sections")
+    before, after = min(before, MAX_AROUND), min(after, MAX_AROUND)
+    with borrowed_reader(settings, reader) as own:
+        if own is None:
+            return _answer(STATUS_NOT_BUILT, not_built_note(settings), citation)
+        chunks = own.document(ref[0])
+    at = next((i for i, c in enumerate(chunks) if c.ordinal == ref[1]), None)
+    if at is None:
+        return _answer(STATUS_NOT_FOUND, f"no section {citation} in the index; `knowledge sources` lists the "
+                       "documents and search results carry citations to read", citation)
+    return _fit(settings, Window(chunks, at, at), before, after, expand, notes, citation)
+
+
+def _fit(settings: Settings, window: Window, before: int, after: int, expand: bool, notes: list[str],
+         citation: str) -> dict[str, Any]:
+    """The answer: the (expanded) cited hit, then neighbours added within the budget."""
+    room = budget.search_budget(settings)
+    chunks, at = window.chunks, window.low
+    cut = False
+    if expand:
+        low, high, cut = _expand(chunks, at, room)
+        window = Window(chunks, low, high)
+    used = window.text_size()
+    wanted = _alternate(list(range(window.low - 1, max(-1, window.low - 1 - before), -1)),
+                        list(range(window.high + 1, min(len(chunks), window.high + 1 + after))))
+    kept: list[int] = []
+    for position in wanted:
+        cost = budget.hit_size({"section": chunks[position].section, "content": chunks[position].content})
+        if cut or used + cost > room:
+            cut = True
+            continue
+        kept.append(position)
+        used += cost
+    mapper = CitationMapper.from_settings(settings)
+    cited = replace(chunks[at], content=window.span_json()["content"])
+    span = f"{cited.path}#{chunks[window.low].ordinal}..#{chunks[window.high].ordinal}"
+    results: list[dict[str, Any]] = []
+    for position in sorted([*kept, at]):
+        hit = hit_json(cited if position == at else chunks[position], mapper)
+        if position == at and expand:
+            hit["span"] = span
+        results.append(hit)
+    if cut:
+        notes.append(f"trimmed to the text budget: returning {len(results)} section(s), the cited one "
+                     f"{'grown to ' + span if expand else 'whole'} ({room} characters, from "
+                     f"max_injected_tokens={settings.max_injected_tokens})")
+    return _answer(STATUS_OK, "; ".join(notes) or None, citation, index_ref=cited.index_ref,
+                   before=sum(1 for p in kept if p < at), after=sum(1 for p in kept if p > at),
+                   expanded=expand, **({"span": span} if expand else {}), returned=len(results), trimmed=cut,
+                   results=results)
