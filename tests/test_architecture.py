@@ -150,7 +150,8 @@ def test_only_the_schema_module_defines_the_store_or_reads_its_catalogue_and_met
                 assert found is None, f"{path.relative_to(ROOT)} has {found.group()!r}: ask pipeline/schema.py"
 
 
-READ_COMMANDS = (["search", "alpha"], ["show", "docs/a.md#0"], ["match", "alpha", "--paths-only"],
+READ_COMMANDS = (["search", "alpha"], ["show", "docs/a.md#0"], ["show", "docs/a.md#0", "--after", "1", "--section"],
+                 ["match", "alpha", "--paths-only"],
                  ["sources", "--json"], ["stats"])
 # What a read command on a lexical store must not load: the write side, the servers, logging, the HTTP
 # client, and rich (only the commands that draw a table import it, when they draw one).

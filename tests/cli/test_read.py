@@ -212,3 +212,31 @@ def test_show_json_has_the_hit_shape(workdir: Path, run_cli) -> None:
     data = json.loads(out)
     assert code == 0 and (data["status"], data["note"]) == ("ok", None)
     assert [r["index_ref"] for r in data["results"]] == ["docs/a.md#0"] and data["results"][0]["score"] is None
+
+
+AROUND = {"docs/g.md": "# Guide\n\nIntro.\n\n## Install\n\nStep one.\n\n## Use\n\nUse it.\n\n## Remove\n\nRemove it.\n"}
+
+
+def test_show_before_and_after_reads_around_the_citation(workdir: Path, run_cli) -> None:
+    write_tree(workdir, AROUND)
+    run_cli("index", "docs")
+    code, out, _ = run_cli("show", "docs/g.md#2", "--before", "1", "--after", "1")
+    assert code == 0 and out.splitlines()[0] == TIER
+    assert out.index("docs/g.md#1") < out.index("Step one.") < out.index("Use it.") < out.index("Remove it.")
+    assert "Intro." not in out
+    code, out, _ = run_cli("show", "docs/g.md#2", "--after", "30", "--section", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["status"] == "ok" and "capped at 20" in data["note"]
+    assert [r["index_ref"] for r in data["results"]] == ["docs/g.md#2", "docs/g.md#3"]
+    assert data["results"][0]["span"] == "docs/g.md#2..#2" and data["results"][0]["score"] is None
+
+
+def test_show_around_refuses_a_bad_or_unknown_citation(workdir: Path, run_cli) -> None:
+    write_tree(workdir, AROUND)
+    run_cli("index", "docs")
+    code, out, err = run_cli("show", "docs/g.md#9", "--after", "1", "--json")
+    assert code == 1 and json.loads(out)["status"] == "not_found" and "knowledge sources" in err
+    code, _, err = run_cli("show", "docs/g.md", "--before", "1")
+    assert code == 2 and "<path>#<ordinal>" in err
+    code, _, _ = run_cli("show", "docs/g.md#1", "--before", "-1")
+    assert code == 2

@@ -121,7 +121,8 @@ def test_the_tool_frames_its_answer_and_says_when_to_use_it(store: Settings) -> 
 def test_read_alone_is_served_with_a_warning(tmp_path: Path) -> None:
     alone = exposure(store_settings(tmp_path, expose={"mcp": {"builtins": ["knowledge_read"]}}))
     assert alone.names == ("knowledge_read",) and "no way to find one" in alone.warnings[0]
-    with_search = exposure(store_settings(tmp_path, expose={"mcp": {"builtins": ["knowledge_search", "knowledge_read"]}}))
+    pair = ["knowledge_search", "knowledge_read"]
+    with_search = exposure(store_settings(tmp_path, expose={"mcp": {"builtins": pair}}))
     assert "cannot check completeness" in with_search.warnings[0]
 
 
