@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             (fixture / path).write_text(text, encoding="utf-8")
         shutil.copytree(ROOT / "docs", repo_docs / "docs", ignore=shutil.ignore_patterns("images"))
         lines: list[str] = []
-        for name, base, queries in (("fixture", fixture, None), ("docs", repo_docs, docs_queries(args.max_docs_queries))):
+        sets = (("fixture", fixture, None), ("docs", repo_docs, docs_queries(args.max_docs_queries)))
+        for name, base, queries in sets:
             settings = index(base, server)
             with Reader(settings) as reader:
                 found = placements(settings, reader, queries)

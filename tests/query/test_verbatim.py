@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,8 +31,9 @@ def server() -> Iterator[EmbedServer]:
 
 
 @pytest.fixture
-def indexed(workdir: Path, server: EmbedServer, run_cli) -> Settings:
-    write_tree(workdir, documents())
+def indexed(workdir: Path, server: EmbedServer, run_cli: Callable[..., tuple[int, str, str]]) -> Settings:
+    files: dict[str, str | bytes] = dict(documents())
+    write_tree(workdir, files)
     (workdir / "knowledge.yaml").write_text(
         f"knowledge:\n  paths: [docs]\n  embeddings:\n    base_url: {server.base_url}\n"
         "    model: hashed-bow\n    timeout: 1\n", encoding="utf-8")
