@@ -10,6 +10,7 @@ import pytest
 
 from config.loader import settings_from_mapping
 from config.settings import Settings
+from query.filters import Filter
 from query.reader import Reader
 from query.search import HYBRID, LEXICAL, search, search_deep
 from query.terms import verbatim_phrases
@@ -103,3 +104,12 @@ def test_lexical_ranking_is_untouched_by_protection(indexed: Settings) -> None:
         for query, _, _ in CASES:
             assert search(lexical, query, 10, reader).hits == search_deep(indexed, reader, query, 10, LEXICAL).hits
             assert len(search_deep(indexed, reader, query, 10, HYBRID).hits) == 10
+
+
+def test_filters_and_exclusions_still_bound_what_protection_puts_first(indexed: Settings) -> None:
+    with Reader(indexed) as reader:
+        filtered = search(indexed, "ERR_CONN_RESET", 5, reader, filters=Filter.of(paths="docs/d*")).hits
+        assert filtered and all(h.path.startswith("docs/d") for h in filtered)
+        excluded = search(indexed, "ERR_CONN_RESET -till", 5, reader).hits
+        assert "docs/v00.md" not in [h.path for h in excluded]
+        assert search(indexed, "ERR_CONN_RESET", 5, reader).hits[0].path == "docs/v00.md"
