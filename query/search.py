@@ -19,8 +19,9 @@ from query.fusion import rrf
 from query.lexical import FANOUT, search_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
 from query.terminal import one_line
-from query.terms import LexicalQuery, build_query
+from query.terms import LexicalQuery, build_query, verbatim_phrases
 from query.tier import tier_line
+from query.verbatim import protect, verbatim_ids
 
 if TYPE_CHECKING:
     from query.citations import CitationMapper
@@ -180,7 +181,8 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     if ranking == VECTOR:
         ranked = [(cid, -distance) for cid, distance in neighbours[:k]]
     else:
-        ranked = rrf([lexical, nearest])[:k]
+        held = verbatim_ids(reader.conn, verbatim_phrases(text), lexical)
+        ranked = protect(rrf([lexical, nearest]), lexical, held)[:k]
     return SearchResponse(tier, STATUS_OK,
                           hits([cid for cid, _ in ranked], dict(ranked), ranking or HYBRID, neighbours),
                           note, query.dropped)

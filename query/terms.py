@@ -92,3 +92,47 @@ def trigrams(runs: tuple[str, ...] | list[str]) -> list[str]:
         for i in range(len(run) - TRIGRAM + 1):
             grams[run[i : i + TRIGRAM]] = None
     return list(grams)[:MAX_TERMS]
+
+
+
+# Exact-ish queries (query/verbatim.py): a quoted phrase, or a token written like an identifier or
+# error code. Strong marks count anywhere in a query: an inner `_` or `::`, a run mixing letters
+# and digits (sha256, v1), ALL_CAPS of 2+ characters, a `.` between two runs of 2+ characters one
+# of which has a letter (config.yaml; not i.e. or 15.4). A hyphen (kube-proxy) is also how English
+# joins compounds (two-dimensional), so it counts only in a query of at most SHORT_QUERY tokens.
+SHORT_QUERY = 3
+_QUOTED = re.compile(r'"([^"]+)"')
+_STRONG_JOIN = re.compile(r"[^\W_](?:_|::)[^\W_]|(?:^|[^\W_])_|_(?:$|[^\W_])")
+_DOTTED = re.compile(r"[^\W_]{2,}\.[^\W_]{2,}")
+_HYPHENED = re.compile(r"[^\W_]-[^\W_]")
+_MIXED = re.compile(r"[^\W_]*(?:[^\W\d_]\d|\d[^\W\d_])[^\W_]*")
+_CAPS = re.compile(r"[A-Z][A-Z0-9]+")
+_LETTER = re.compile(r"[^\W\d_]")
+_STRIP = "\"'`()[]{}<>,;:!?/"
+
+
+def verbatim_phrases(text: str) -> tuple[str, ...]:
+    """The phrases text asks for verbatim: its quoted phrases and identifier-like tokens, as word runs.
+
+    Each phrase is the letter/digit runs of one quoted span or one token, joined by a space, so
+    `ERR_CONN_RESET` is "ERR CONN RESET" (the exact table's tokens in order). Plain words, a
+    natural-language question (even one with hyphenated compounds) or a `-word` exclusion yield nothing.
+    """
+    found = [" ".join(_TERM.findall(quoted)) for quoted in _QUOTED.findall(text)]
+    tokens = _EXCLUDED.sub(" ", _QUOTED.sub(" ", text)).split()
+    short = len(tokens) <= SHORT_QUERY
+    for raw in tokens:
+        token = raw.strip(_STRIP).rstrip(".")
+        words = _TERM.findall(token)
+        if words and (_identifier(token) or (short and _HYPHENED.search(token))):
+            found.append(" ".join(words))
+    return tuple(p for p in dict.fromkeys(found) if p)[:MAX_TERMS]
+
+
+def _identifier(token: str) -> bool:
+    """Whether token carries a strong mark of code: `_`, `::`, mixed letters and digits, CAPS, a dotted name."""
+    if _STRONG_JOIN.search(token) or _CAPS.fullmatch(token):
+        return True
+    if any(_MIXED.fullmatch(run) for run in _TERM.findall(token)):
+        return True
+    return any(_LETTER.search(m.group()) for m in _DOTTED.finditer(token))
