@@ -86,12 +86,18 @@ def tree(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], list[Watching]]
             watching.proc.wait(timeout=WAIT_S)
 
 
+def start_watching(base: Path, env: dict[str, str], started: list[Watching]) -> Watching:
+    """A `knowledge watch` process on base, once it says it is watching (stopped by the tree fixture)."""
+    watching = Watching(base, env)
+    started.append(watching)
+    watching.wait_for(event("watching"), "watching line")
+    return watching
+
+
 def test_sigterm_finishes_and_exits_0_and_a_second_watcher_is_refused_with_75(
         tree: tuple[Path, dict[str, str], list[Watching]]) -> None:
     base, env, started = tree
-    first = Watching(base, env)
-    started.append(first)
-    first.wait_for(event("watching"), "watching line")
+    first = start_watching(base, env, started)
     second = subprocess.run([*knowledge_bin(), "watch"], cwd=base, env=env, capture_output=True, text=True,
                             timeout=WAIT_S)
     assert second.returncode == EXIT_BUSY, second.stderr
@@ -108,9 +114,7 @@ def test_sigterm_finishes_and_exits_0_and_a_second_watcher_is_refused_with_75(
 def test_a_watcher_never_races_a_running_embedded_index_for_the_writer_lock(
         tree: tuple[Path, dict[str, str], list[Watching]]) -> None:
     base, env, started = tree
-    first = Watching(base, env)
-    started.append(first)
-    first.wait_for(event("watching"), "watching line")
+    first = start_watching(base, env, started)
     index = subprocess.run([*knowledge_bin(), "index"], cwd=base, env=env, capture_output=True, text=True,
                            timeout=WAIT_S)
     assert index.returncode == EXIT_BUSY, index.stderr  # the watcher's engine holds the writer lock
