@@ -219,8 +219,10 @@ def measure_search(base: Path, queries: list[str], embedded: dict[str, list[floa
         {"embeddings": {"base_url": "http://127.0.0.1:9/v1", "model": model}}, store_base=base
     )
     fixed = unit_vectors(1, 7)[0]
-    original = search_module.embed_query
-    search_module.embed_query = lambda settings, identity, text: (embedded or {}).get(text, fixed)  # type: ignore[assignment]
+    # The search path imports the embedding step from query.vector when it runs (the HTTP client only
+    # with embeddings), so the stand-in replaces it there.
+    original = vector_module.embed_query
+    vector_module.embed_query = lambda settings, identity, text: (embedded or {}).get(text, fixed)  # type: ignore[assignment]
     shipped_threshold = vector_module.EXACT_BELOW
     try:
         with Reader(lexical) as reader:
@@ -235,7 +237,7 @@ def measure_search(base: Path, queries: list[str], embedded: dict[str, list[floa
         with Reader(hybrid) as reader:
             warm_hybrid_exact = timed(lambda q: search_module.search(hybrid, q, 5, reader), queries)
     finally:
-        search_module.embed_query = original  # type: ignore[assignment]
+        vector_module.embed_query = original  # type: ignore[assignment]
         vector_module.EXACT_BELOW = shipped_threshold
     return {
         "search_lexical_warm": warm_lexical,
