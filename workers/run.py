@@ -152,12 +152,14 @@ def plan_and_enqueue(
                      vector_plan.backfill if vector_plan is not None else set())
     ledger.skip(run_id, [(s.path, s.reason) for s in found.skipped])
     failures: list[tuple[str, str, str | None]] = [(e.path, "failed", e.reason) for e in found.failures]
-    walk_outcomes = failures + [(f.path, "unchanged", None) for f in found.unchanged]
-    ledger.record(run_id, walk_outcomes)
+    ledger.record(run_id, failures)
     total = len(found.files) + len(found.failures) + len(pages) + len(found.stale)
-    ledger.walked(run_id, total, found.seen, found.prunable)
+    # Files unchanged by stat are counted, not listed, and the stored paths that are gone travel as one
+    # list: a run over a large tree with nothing to do sends nothing per file.
+    ledger.walked(run_id, total, len(found.unchanged), found.removals(stored))
     tally.count_walk(total, (s.reason for s in found.skipped))
-    tally.count_outcomes(walk_outcomes, "walk")
+    tally.count_outcomes(failures, "walk")
+    tally.count_unchanged(len(found.unchanged), "walk")
     if found.stale:  # the writer removes them like any file the ingest step skipped
         stale = [Skipped(s.path, s.reason) for s in found.stale.values()]
         ledger.stage(run_id, STALE_KEY, payloads.to_wire(stale))
