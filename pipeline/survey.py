@@ -74,8 +74,7 @@ def survey(settings: Settings, roots: list[str], stored: dict[str, StoredStat], 
             out.prunable.append(result.root)
     for path in out.files:  # another root walked it as a file: it has its outcome there
         out.stale.pop(path, None)
-    jobs, out.unchanged = classify(list(out.files.values()), stored, reindex)
-    out.jobs = [replace(job, base=base.directory) for job in jobs]
+    out.jobs, out.unchanged = classify(list(out.files.values()), stored, reindex, base.directory)
     return out
 
 
