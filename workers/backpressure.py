@@ -4,7 +4,8 @@ Every run: ingest is several times faster than the single writer, so without a b
 run would stage nearly the whole tree in the ledger (Redis) before the writer caught up: the
 ledger's peak grew with the tree (bench/RESULTS.md, "A large tree end to end"). An ingest message
 whose run already holds STAGED_LIMIT payloads not yet applied waits in its thread (polling, at most
-WRITER_WAIT_S), and past that is sent again with a delay like a vector run's (below). The writer
+WRITER_WAIT_S), and past that is sent again with a delay like a vector run's (below). The check is
+not atomic with the staging, so threads that pass it together may each stage one more. The writer
 needs nothing from ingest, so the staged payloads always drain while ingest waits; a run that is no
 longer running never waits.
 

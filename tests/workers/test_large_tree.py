@@ -1,7 +1,8 @@
 """What a run holds in Redis does not grow with the tree: real worker and writer processes, real Redis.
 
 A run with nothing to read records nothing per file; while the writer is behind (here: away), the
-workers stage at most backpressure.STAGED_LIMIT payloads and the rest of the run waits in the queue.
+workers stage at most backpressure.STAGED_LIMIT payloads (plus one per other worker thread that
+checked at the same moment) and the rest of the run waits in the queue.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def test_workers_stage_at_most_the_limit_while_the_writer_is_away_and_the_run_co
     ledger = cluster.ledger()
     cluster.wait_for(lambda: ledger.staged_count(run_id) >= STAGED_LIMIT, 60, "the workers to fill the room")
     time.sleep(WRITER_WAIT_S + 1)  # past a waiting message's wait: it goes back to the queue, staging nothing
-    assert ledger.staged_count(run_id) == STAGED_LIMIT
+    # the check is not atomic with the staging: the worker's other thread may have passed it at once
+    assert STAGED_LIMIT <= ledger.staged_count(run_id) <= STAGED_LIMIT + 1
     assert ledger.summary(run_id).accounted == 0
 
     cluster.spawn_writer()
