@@ -15,7 +15,7 @@ from pipeline.walker import Found
 RACY_WINDOW_NS = 2_000_000_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredStat:
     """What the store knows of a document, enough to classify it without reading it."""
 
@@ -35,16 +35,16 @@ def needs_read(found: Found, stored: StoredStat | None, reindex: bool = False) -
 
 
 def classify(
-    files: list[Found], stored: dict[str, StoredStat], reindex: bool = False
+    files: list[Found], stored: dict[str, StoredStat], reindex: bool = False, base: str = ""
 ) -> tuple[list[FileJob], list[Found]]:
-    """Split walked files into jobs to read and files unchanged by stat."""
+    """Split walked files into jobs to read (their stored spellings under base) and files unchanged by stat."""
     jobs: list[FileJob] = []
     unchanged: list[Found] = []
     for found in files:
         row = stored.get(found.path)
         if needs_read(found, row, reindex):
             sha = None if (reindex or row is None) else row.sha256
-            jobs.append(FileJob(found.path, found.root, found.size, found.mtime_ns, sha))
+            jobs.append(FileJob(found.path, found.root, found.size, found.mtime_ns, sha, base))
         else:
             unchanged.append(found)
     return jobs, unchanged

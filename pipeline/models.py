@@ -18,7 +18,7 @@ class Chunk:
     cjk: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileJob:
     """A file the walker found changed (or unknown), with what the store knew of it.
 

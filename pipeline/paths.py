@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, replace
 
 from pipeline.models import Skip
-from pipeline.walker import WalkResult
+from pipeline.walker import Found, WalkResult
 
 HERE = "."
 
@@ -61,9 +61,10 @@ class PathBase:
 
     def restate(self, result: WalkResult) -> WalkResult:
         """A walk of an absolute root with every path in its stored spelling."""
+        roots = {root: self.stored(root) for root in {f.root for f in result.files}}  # one string per root
         return WalkResult(
             root=self.stored(result.root),
-            files=[replace(f, path=self.stored(f.path), root=self.stored(f.root)) for f in result.files],
+            files=[Found(self.stored(f.path), roots[f.root], f.size, f.mtime_ns) for f in result.files],
             skipped=[self._skip(s) for s in result.skipped],
             errors=[self._skip(s) for s in result.errors],
             directory=result.directory,

@@ -1,4 +1,4 @@
-"""Writer-side SQL: one short transaction per document, touches, removals and prunes; reset and compact.
+"""Writer-side SQL: one short transaction per document, touches and removals; reset and compact.
 
 Only the process holding the WriteLock uses a Store. Deleting a document's chunks fires the
 triggers that clear its FTS (and vector) rows, so a shrinking file leaves no ghosts.
@@ -19,7 +19,7 @@ from config.errors import StoreError
 from pipeline import db, front_matter, integrity, schema
 from pipeline.fingerprint import StoredStat
 from pipeline.models import Document
-from pipeline.paths import PathBase, under
+from pipeline.paths import PathBase
 
 if TYPE_CHECKING:
     from pipeline.vectors import VectorWriter
@@ -210,15 +210,6 @@ class Store:
         with db.translating_damage(self.db_path):
             self.conn.execute("PRAGMA incremental_vacuum").fetchall()  # each step frees one page: run it out
         return True
-
-    def prune(self, root: str, seen: set[str]) -> list[str]:
-        """Delete the files stored under root (a directory, stored spelling) that its complete walk did not see."""
-        return self.remove(sorted(p for p in self.under(root) if p not in seen))
-
-    def under(self, directory: str) -> list[str]:
-        """The stored paths of the files at or beneath a directory (stored spelling); web pages never."""
-        rows = self.conn.execute("SELECT path FROM documents WHERE source = 'file'").fetchall()
-        return sorted(path for (path,) in rows if under(path, directory))
 
     def document_count(self) -> int:
         """Number of documents stored."""

@@ -9,6 +9,7 @@ reports it (preview()), reading the changed files only to tell an update from a 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -33,7 +34,6 @@ class Survey:
     skipped: list[Skip] = field(default_factory=list)
     failures: list[Skip] = field(default_factory=list)
     stale: dict[str, Skip] = field(default_factory=dict)
-    seen: dict[str, list[str]] = field(default_factory=dict)
     prunable: list[str] = field(default_factory=list)
 
     def backfill(self, lacking_vectors: frozenset[str]) -> None:
@@ -45,6 +45,14 @@ class Survey:
         self.unchanged = [f for f in self.unchanged if f.path not in lacking_vectors]
         self.jobs = [replace(j, stored_sha256=None) if j.path in lacking_vectors else j for j in self.jobs]
         self.jobs += [FileJob(f.path, f.root, f.size, f.mtime_ns, None, self.base.directory) for f in lacking]
+
+    def removals(self, stored: Iterable[str]) -> list[str]:
+        """The stored files (never web pages) under a completely walked root that no root of this run
+        walked: what the run removes when it finishes (the stale documents leave as skips, not here)."""
+        if not self.prunable:
+            return []
+        return sorted(p for p in stored if p not in self.files and p not in self.stale and "://" not in p
+                      and any(under(p, root) for root in self.prunable))
 
 
 def survey(settings: Settings, roots: list[str], stored: dict[str, StoredStat], reindex: bool,
@@ -60,15 +68,13 @@ def survey(settings: Settings, roots: list[str], stored: dict[str, StoredStat], 
         out.failures += result.errors
         for found in result.files:
             out.files.setdefault(found.path, found)
-        out.seen[result.root] = [f.path for f in result.files]
         # A directory walked completely reconciles what lies under it (a file named alone never
         # prunes; neither does a walk that found nothing, which may be a mount that is not there).
         if result.complete and result.files and result.directory:
             out.prunable.append(result.root)
     for path in out.files:  # another root walked it as a file: it has its outcome there
         out.stale.pop(path, None)
-    jobs, out.unchanged = classify(list(out.files.values()), stored, reindex)
-    out.jobs = [replace(job, base=base.directory) for job in jobs]
+    out.jobs, out.unchanged = classify(list(out.files.values()), stored, reindex, base.directory)
     return out
 
 
@@ -112,8 +118,5 @@ def preview(found: Survey, stored: dict[str, StoredStat]) -> Preview:
             unchanged += 1
         else:
             updated.append(job.path)
-    removed = set(found.stale)
-    for root in found.prunable:
-        seen = set(found.seen.get(root, ()))
-        removed |= {p for p in stored if under(p, root) and p not in seen and "://" not in p}
-    return Preview(sorted(added), sorted(updated), unchanged, sorted(removed), found.skipped, failures)
+    removed = sorted({*found.stale, *found.removals(stored)})
+    return Preview(sorted(added), sorted(updated), unchanged, removed, found.skipped, failures)

@@ -1,4 +1,15 @@
-"""Backpressure in a vector run: ingest waits while too many read chunks wait for their vectors.
+"""Backpressure: ingest waits while the writer is behind (any run) or vectors are (a vector run).
+
+Every run: ingest is several times faster than the single writer, so without a bound a large first
+run would stage nearly the whole tree in the ledger (Redis) before the writer caught up: the
+ledger's peak grew with the tree (bench/RESULTS.md, "A large tree end to end"). An ingest message
+whose run already holds STAGED_LIMIT payloads not yet applied waits in its thread (polling, at most
+WRITER_WAIT_S), and past that is sent again with a delay like a vector run's (below). The check is
+not atomic with the staging, so threads that pass it together may each stage one more. The writer
+needs nothing from ingest, so the staged payloads always drain while ingest waits; a run that is no
+longer running never waits.
+
+Vector runs, in addition:
 
 Ingest is ~100x faster than embedding, so without a bound a large first run would read, chunk and
 stage nearly every document in the ledger long before its vectors come back. The bound (`limit`)
@@ -26,6 +37,7 @@ ticker re-sending lost wakes): bench/RESULTS.md compares the two.
 from __future__ import annotations
 
 import random
+import time
 from enum import Enum
 from typing import Any
 
@@ -36,6 +48,11 @@ from workers.runtime import Runtime
 
 DEFER_MS = 250  # a waiting ingest message comes back after about this long (0.5x to 1.5x)
 DEFAULT_LIMIT = 2048
+# Staged payloads a run may hold ahead of the writer (at 32 files a batch, ~4 MB of compressed chunks
+# on the bench corpus and several seconds of the writer's work, so it never starves).
+STAGED_LIMIT = 16
+WRITER_WAIT_S = 5.0
+WRITER_POLL_S = 0.1
 
 
 class Verdict(Enum):
@@ -68,6 +85,17 @@ def admit(runtime: Runtime, run_id: str, key: str, files: list[list[Any]], force
         return Verdict.GO
     defer(runtime, run_id, files, force)
     return Verdict.WAIT
+
+
+def writer_room(runtime: Runtime, run_id: str, limit: int = STAGED_LIMIT, wait_s: float = WRITER_WAIT_S) -> bool:
+    """True once the run holds fewer than `limit` staged payloads not yet applied (or is no longer
+    running), waiting for that at most wait_s; False when the writer is still that far behind."""
+    deadline = time.monotonic() + wait_s
+    while runtime.ledger.staged_count(run_id) >= limit:
+        if time.monotonic() >= deadline:
+            return runtime.ledger.summary(run_id).state != "running"
+        time.sleep(WRITER_POLL_S)
+    return True
 
 
 def defer(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> None:

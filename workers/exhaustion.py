@@ -2,7 +2,7 @@
 
 - ingest: its files are recorded as failed; in a vector run the batches it completed are sent,
   it counts as done for the embedding tail flush (so the run can still finish).
-- write: the files of its staged payload are recorded as failed.
+- write: the files of its staged payload are recorded as failed, and the payload is dropped.
 - embed: the documents of its batch still without vectors fail (their stored version stays).
 Then the run is asked to finish.
 """
@@ -41,6 +41,8 @@ def give_up(runtime: Runtime, actor_name: str, args: Sequence[Any], retries: int
     outcomes: list[Outcome] = [(p, "failed", reason) for p in paths]
     runtime.ledger.record(run_id, outcomes)
     tally.count_outcomes(outcomes, "retries")
+    if actor_name == "write":  # settled: it no longer holds room ahead of the writer
+        runtime.ledger.unstage(run_id, str(args[1]))
     log.error("gave up on message", failed_paths=len(paths), error=reason)
     if actor_name == "ingest":
         plan = embed.run_plan(runtime, run_id)

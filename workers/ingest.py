@@ -42,6 +42,7 @@ def ingest_item(job: FileJob, force: bool) -> Item:
 def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> str | None:
     """Process a batch and stage its payload; return the staged key to hand the writer.
 
+    While the writer is STAGED_LIMIT payloads behind, the message waits (workers/backpressure.py).
     In a vector run, documents needing vectors are routed to the embedding backlog first, and the
     batches this message completed are sent (again, on a redelivery) after the payload is staged.
     While the backlog is full the message is sent again later instead and None is returned
@@ -54,6 +55,9 @@ def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: b
             verdict = backpressure.admit(runtime, run_id, key, files, force, plan)
             if verdict is not Verdict.GO:
                 return key if verdict is Verdict.DONE else None
+        elif not backpressure.writer_room(runtime, run_id):
+            backpressure.defer(runtime, run_id, files, force)
+            return None
         items = [ingest_item(FileJob.from_wire(f), force) for f in files]
         noted = [(i.path, i.document.front_matter_error) for i in items
                  if isinstance(i, DocumentItem) and i.document.front_matter_error]

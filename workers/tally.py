@@ -39,6 +39,12 @@ def count_outcomes(outcomes: Iterable[Outcome], stage: str) -> None:
             meters.files_failed.add(n, {REASON: reason, STAGE: stage})
 
 
+def count_unchanged(files: int, stage: str) -> None:
+    """Files found unchanged without a per-file outcome (the walk's stat fast path)."""
+    if files:
+        instruments().files_unchanged.add(files, {STAGE: stage})
+
+
 def count_chunks(chunks: int) -> None:
     """Sections written by one batch."""
     if chunks:

@@ -48,7 +48,7 @@ def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
 
 
 def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
-    """When every walked file is accounted for, prune complete roots and close the run (once)."""
+    """When every walked file is accounted for, remove what the walk found gone and close the run (once)."""
     ledger = runtime.ledger
     if not ledger.summary(run_id).done or not ledger.claim_finish(run_id):
         return False
@@ -59,8 +59,7 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
     try:
         embed.prepare_writer(runtime, run_id)
         with tracer().start_as_current_span("prune", attributes={"knowledge.run_id": run_id}) as span:
-            for root in ledger.prunable(run_id):
-                removed += len(store.prune(root, ledger.seen(run_id, root)))
+            removed = len(store.remove(ledger.removals(run_id)))
             span.set_attribute("knowledge.removed", removed)
         files, chunks = store.totals()
     except (KnowledgeError, DatabaseError) as exc:

@@ -97,16 +97,6 @@ def test_removing_a_document_cascades_to_chunks_and_every_fts_table(store: Store
     _integrity(store)
 
 
-def test_prune_deletes_only_documents_of_that_root_the_walk_did_not_see(store: Store) -> None:
-    for path in ("docs/a.md", "docs/b.md"):
-        store.apply(_doc(path, f"# {path}\n\ntext\n"))
-    other = _doc("notes/c.md", "# C\n\ntext\n")
-    other.root = "notes"
-    store.apply(other)
-    assert store.prune("docs", {"docs/a.md"}) == ["docs/b.md"]
-    assert {r[0] for r in store.conn.execute("SELECT path FROM documents")} == {"docs/a.md", "notes/c.md"}
-
-
 def test_a_reader_is_read_only(store: Store) -> None:
     store.apply(_doc("docs/a.md", "# A\n\ntext\n"))
     reader = db.connect_readonly(store.db_path)

@@ -12,7 +12,7 @@ from workers.ledger.redis_ledger import RedisLedger
 
 def _walk(ledger: object, run_id: str = "r1", total: int = 3) -> None:
     ledger.start(run_id, {"roots": ["docs"]})  # type: ignore[attr-defined]
-    ledger.walked(run_id, total, {"docs": ["docs/a.md", "docs/b.md", "docs/c.md"]}, ["docs"])  # type: ignore[attr-defined]
+    ledger.walked(run_id, total, 0, ["docs/gone.md"])  # type: ignore[attr-defined]
 
 
 def test_the_first_outcome_of_a_path_wins_and_counts_once(ledger) -> None:
@@ -29,7 +29,7 @@ def test_a_run_is_done_only_when_every_walked_file_is_accounted_for(ledger) -> N
     ledger.start("r1", {})
     ledger.record("r1", [("docs/a.md", "unchanged", None)])
     assert not ledger.summary("r1").done, "not walked yet"
-    ledger.walked("r1", 2, {"docs": ["docs/a.md", "docs/b.md"]}, ["docs"])
+    ledger.walked("r1", 2, 0, [])
     assert not ledger.summary("r1").done
     ledger.record("r1", [("docs/b.md", "skipped", "binary file")])
     summary = ledger.summary("r1")
@@ -55,11 +55,42 @@ def test_staging_is_idempotent_and_unstaging_empties_it(ledger) -> None:
     assert ledger.staged("r1", "b-1") is None
 
 
-def test_seen_paths_and_prunable_roots_come_back_as_walked(ledger) -> None:
+def test_the_paths_to_remove_come_back_as_walked(ledger) -> None:
     _walk(ledger)
-    assert ledger.seen("r1", "docs") == {"docs/a.md", "docs/b.md", "docs/c.md"}
-    assert ledger.seen("r1", "other") == set()
-    assert ledger.prunable("r1") == ["docs"]
+    assert ledger.removals("r1") == ["docs/gone.md"]
+    ledger.start("r2", {})
+    ledger.walked("r2", 1, 0, [])
+    assert ledger.removals("r2") == []
+
+
+def test_files_unchanged_by_stat_are_counted_by_the_walk_without_a_record_each(ledger) -> None:
+    ledger.start("r1", {})
+    ledger.walked("r1", 100_000, 99_998, [])
+    summary = ledger.summary("r1")
+    assert summary.counts["unchanged"] == 99_998 and not summary.done
+    ledger.record("r1", [("docs/a.md", "added", None), ("docs/b.md", "unchanged", None)])
+    summary = ledger.summary("r1")
+    assert summary.counts["unchanged"] == 99_999 and summary.accounted == 100_000 and summary.done
+
+
+def test_a_no_change_run_holds_nothing_per_file_in_redis(redis_client: redis.Redis, redis_namespace: str) -> None:
+    ledger = RedisLedger(redis_client, redis_namespace)
+    ledger.start("r1", {"roots": ["docs"]})
+    ledger.walked("r1", 100_000, 100_000, [])
+    assert ledger.summary("r1").done
+    sizes = {k.decode(): redis_client.memory_usage(k) for k in redis_client.scan_iter(f"{redis_namespace}:*")}
+    assert sum(sizes.values()) < 4096, sizes
+
+
+def test_staged_payloads_are_counted_until_applied(ledger) -> None:
+    _walk(ledger)
+    assert ledger.staged_count("r1") == 0
+    for key in ("b-1", "b-2", "b-1"):  # a redelivered message stages the same key again
+        ledger.stage("r1", key, [{"path": "docs/a.md"}])
+    assert ledger.staged_count("r1") == 2
+    ledger.unstage("r1", "b-1")
+    ledger.unstage("r1", "b-1")
+    assert ledger.staged_count("r1") == 1 and ledger.staged_count("r2") == 0
 
 
 def test_finishing_is_claimed_exactly_once(ledger) -> None:

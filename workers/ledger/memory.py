@@ -21,11 +21,11 @@ class RunState:
     total: int = 0
     walked: bool = False
     outcomes: dict[str, str] = field(default_factory=dict)  # path -> first recorded outcome
+    walk_unchanged: int = 0  # files the walk found unchanged by stat (counted, never listed)
     reasons: dict[str, str] = field(default_factory=dict)  # path -> reason of a failure or skip
     skips: dict[str, str] = field(default_factory=dict)  # path -> reason the walk skipped it
     staged: dict[str, list[Wire]] = field(default_factory=dict)
-    seen: dict[str, set[str]] = field(default_factory=dict)  # root -> paths the walk saw
-    prunable: list[str] = field(default_factory=list)
+    removals: list[str] = field(default_factory=list)  # stored paths the walk's complete roots no longer hold
     finished: bool = False
     removed: int = 0
     files: int = 0
@@ -35,6 +35,7 @@ class RunState:
     def summary(self, run_id: str) -> RunSummary:
         """A snapshot of the run."""
         counts = Counter(self.outcomes.values())
+        counts["unchanged"] += self.walk_unchanged
         skipped = {**self.skips,
                    **{p: self.reasons.get(p, "") for p, o in self.outcomes.items() if o == "skipped"}}
         return RunSummary(
@@ -73,12 +74,13 @@ class InMemoryLedger:
         with self._lock:
             self._run(run_id).info = dict(info)
 
-    def walked(self, run_id: str, total: int, seen: dict[str, list[str]], prunable: list[str]) -> None:
-        """Record the finished walk: how many files it found, which it saw per root, which roots may prune."""
+    def walked(self, run_id: str, total: int, unchanged: int, removals: list[str]) -> None:
+        """Record the finished walk: how many files it found, how many of them are unchanged by stat, and
+        the stored paths to remove when the run finishes."""
         with self._lock:
             run = self._run(run_id)
-            run.seen = {root: set(paths) for root, paths in seen.items()}
-            run.prunable = list(prunable)
+            run.walk_unchanged += unchanged
+            run.removals = list(removals)
             run.total = total
             run.walked = True
 
@@ -112,15 +114,15 @@ class InMemoryLedger:
         with self._lock:
             self._run(run_id).staged.pop(key, None)
 
-    def seen(self, run_id: str, root: str) -> set[str]:
-        """Paths the walk saw under root."""
+    def staged_count(self, run_id: str) -> int:
+        """How many payloads of the run are staged and not applied yet."""
         with self._lock:
-            return set(self._run(run_id).seen.get(root, set()))
+            return len(self._run(run_id).staged)
 
-    def prunable(self, run_id: str) -> list[str]:
-        """Roots whose walk was complete and saw at least one file."""
+    def removals(self, run_id: str) -> list[str]:
+        """The stored paths the walk's complete roots no longer hold."""
         with self._lock:
-            return list(self._run(run_id).prunable)
+            return list(self._run(run_id).removals)
 
     def claim_finish(self, run_id: str) -> bool:
         """True exactly once for a running run: the caller runs the finishing step."""

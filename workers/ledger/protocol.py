@@ -9,7 +9,9 @@ holds the same contract under expiring keys for the distributed shape.
 
 Every write is idempotent: an outcome is recorded per path (first write wins), so a message
 redelivered after a worker was killed repeats harmlessly; counters are derived from the recorded
-outcomes, never counted down.
+outcomes, never counted down. The one exception is the walk's files unchanged by stat: the walk
+happens once per run and those files are never enqueued, so they are counted, not listed, and a run
+with nothing to read holds nothing per file.
 """
 
 from __future__ import annotations
@@ -194,8 +196,10 @@ class Ledger(Protocol):
     def start(self, run_id: str, info: dict[str, Any]) -> None:
         """Create the run and list it among the recent runs."""
 
-    def walked(self, run_id: str, total: int, seen: dict[str, list[str]], prunable: list[str]) -> None:
-        """Record the finished walk: its file count, the paths seen per root, the roots that may prune."""
+    def walked(self, run_id: str, total: int, unchanged: int, removals: list[str]) -> None:
+        """Record the finished walk: its file count; how many of those files are unchanged by stat (counted
+        as outcomes, not listed: a run with nothing to read records nothing per file); and the stored
+        paths its complete roots no longer hold, which the writer removes when the run finishes."""
 
     def record(self, run_id: str, outcomes: list[Outcome]) -> None:
         """Record (path, outcome, reason) triples; the first outcome of a path wins."""
@@ -212,11 +216,11 @@ class Ledger(Protocol):
     def unstage(self, run_id: str, key: str) -> None:
         """Drop an applied payload."""
 
-    def seen(self, run_id: str, root: str) -> set[str]:
-        """Paths the walk saw under root."""
+    def staged_count(self, run_id: str) -> int:
+        """How many payloads of the run are staged and not applied yet."""
 
-    def prunable(self, run_id: str) -> list[str]:
-        """Roots whose walk was complete and saw at least one file."""
+    def removals(self, run_id: str) -> list[str]:
+        """The stored paths the walk's complete roots no longer hold (see walked)."""
 
     def claim_finish(self, run_id: str) -> bool:
         """True exactly once for a running run: the caller runs the finishing step."""

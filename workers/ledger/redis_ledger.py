@@ -1,13 +1,17 @@
 """The run ledger in Redis: the InMemoryLedger contract under expiring keys of the store's namespace.
 
 Keys (all under `<namespace>:run:<run id>:` and expiring after TTL_SECONDS):
-  meta         hash: info, state, total, walked, prunable, finished, removed, files, chunks, error
-  out          hash path -> first recorded outcome (HSETNX: first wins, a redelivery repeats harmlessly)
-  cnt          hash outcome -> number of paths with that outcome (bumped only when HSETNX set the path)
+  meta         hash: info, state, total, walked, finished, removed, files, chunks, error
+  out          hash path -> first recorded outcome (HSETNX: first wins, a redelivery repeats harmlessly);
+               it expires FINISHED_TTL_SECONDS after the run closes, being needed only while messages
+               of the run may still be redelivered
+  cnt          hash outcome -> number of paths with that outcome (bumped only when HSETNX set the path,
+               and by the walk's count of files unchanged by stat, which are never listed in `out`)
   fail / skip  hash path -> reason, for failed and skipped outcomes
   walkskip     hash path -> reason, for files the walk skipped without reading
-  seen         hash root -> zlib(JSON list of paths) the walk saw
+  prune        zlib(JSON list) of the stored paths the walk's complete roots no longer hold
   stage:<key>  zlib(JSON payload) staged by an ingest message for the writer
+  staging      set of the keys staged and not yet applied (ingest waits while it is full)
 `<namespace>:runs` is a sorted set of run ids by start time. The embedding backlog (`emb:*` keys)
 is in workers/ledger/redis_backlog.py; the run lock, presence and replies in redis_duties.py; the
 Lua scripts in workers/ledger/lua/.
@@ -28,6 +32,7 @@ from workers.ledger.redis_duties import RedisPresence, RedisReplies, RedisRunLoc
 from workers.ledger.scripts import Scripts
 
 TTL_SECONDS = 7 * 24 * 3600
+FINISHED_TTL_SECONDS = 3600
 RECORD_CHUNK = 500
 
 
@@ -73,14 +78,17 @@ class RedisLedger:
         pipe.expire(self.runs_key, self.ttl)
         pipe.execute()
 
-    def walked(self, run_id: str, total: int, seen: dict[str, list[str]], prunable: list[str]) -> None:
-        """Record the finished walk: its file count, the paths seen per root, the roots that may prune."""
-        meta, seen_key = self._key(run_id, "meta"), self._key(run_id, "seen")
+    def walked(self, run_id: str, total: int, unchanged: int, removals: list[str]) -> None:
+        """Record the finished walk: its file count, how many are unchanged by stat (one counter, in the
+        same transaction as the total), and the stored paths to remove when the run finishes."""
+        meta, cnt = self._key(run_id, "meta"), self._key(run_id, "cnt")
         pipe = self.client.pipeline()
-        if seen:
-            pipe.hset(seen_key, mapping={root: _pack(paths) for root, paths in seen.items()})
-            pipe.expire(seen_key, self.ttl)
-        pipe.hset(meta, mapping={"total": total, "walked": 1, "prunable": json.dumps(list(prunable))})
+        if removals:
+            pipe.set(self._key(run_id, "prune"), _pack(removals), ex=self.ttl)
+        if unchanged:
+            pipe.hincrby(cnt, "unchanged", unchanged)
+            pipe.expire(cnt, self.ttl)
+        pipe.hset(meta, mapping={"total": total, "walked": 1})
         pipe.expire(meta, self.ttl)
         pipe.execute()
 
@@ -104,8 +112,13 @@ class RedisLedger:
         pipe.execute()
 
     def stage(self, run_id: str, key: str, payload: list[Wire]) -> None:
-        """Hold a payload for the writer under key (compressed, expiring)."""
-        self.client.set(self._key(run_id, f"stage:{key}"), _pack(payload), ex=self.ttl)
+        """Hold a payload for the writer under key (compressed, expiring), counted as staged."""
+        staging = self._key(run_id, "staging")
+        pipe = self.client.pipeline()
+        pipe.set(self._key(run_id, f"stage:{key}"), _pack(payload), ex=self.ttl)
+        pipe.sadd(staging, key)
+        pipe.expire(staging, self.ttl)
+        pipe.execute()
 
     def staged(self, run_id: str, key: str) -> list[Wire] | None:
         """The payload under key, or None if it was already applied."""
@@ -114,17 +127,19 @@ class RedisLedger:
 
     def unstage(self, run_id: str, key: str) -> None:
         """Drop an applied payload."""
-        self.client.delete(self._key(run_id, f"stage:{key}"))
+        pipe = self.client.pipeline()
+        pipe.delete(self._key(run_id, f"stage:{key}"))
+        pipe.srem(self._key(run_id, "staging"), key)
+        pipe.execute()
 
-    def seen(self, run_id: str, root: str) -> set[str]:
-        """Paths the walk saw under root."""
-        data = self.client.hget(self._key(run_id, "seen"), root)
-        return set() if data is None else set(_unpack(data))
+    def staged_count(self, run_id: str) -> int:
+        """How many payloads of the run are staged and not applied yet."""
+        return int(self.client.scard(self._key(run_id, "staging")))
 
-    def prunable(self, run_id: str) -> list[str]:
-        """Roots whose walk was complete and saw at least one file."""
-        data = text(self.client.hget(self._key(run_id, "meta"), "prunable"))
-        return [] if data is None else [str(root) for root in json.loads(data)]
+    def removals(self, run_id: str) -> list[str]:
+        """The stored paths the walk's complete roots no longer hold."""
+        data = self.client.get(self._key(run_id, "prune"))
+        return [] if data is None else [str(path) for path in _unpack(data)]
 
     def claim_finish(self, run_id: str) -> bool:
         """True exactly once for a running run: the caller runs the finishing step."""
@@ -137,6 +152,9 @@ class RedisLedger:
         pipe.hset(meta, mapping={"state": state, "removed": removed, "files": files, "chunks": chunks,
                                  "error": error or "", "ended": time.time()})
         pipe.expire(meta, self.ttl)
+        # What stays for the run's TTL is its summary; the per-path record only guards redeliveries.
+        pipe.expire(self._key(run_id, "out"), FINISHED_TTL_SECONDS)
+        pipe.delete(self._key(run_id, "prune"))
         pipe.execute()
         self.run_lock.release(run_id)
 
