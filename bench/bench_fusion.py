@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from config.loader import load_settings  # noqa: E402
+from pipeline.vectors import from_blob  # noqa: E402
 from query import metrics  # noqa: E402
 from query.judgments import read_qrels, read_queries  # noqa: E402
 from query.lexical import search_ids  # noqa: E402
@@ -60,8 +62,9 @@ def cache_tiers(store: Path) -> dict[str, Any]:
         out["docs"] = {str(cid): Path(str(path)).stem for cid, path in rows}
         for qid, text in queries.items():
             lexical = search_ids(reader.conn, build_query(text), DEPTH)
-            vector = knn(reader.conn, embed_query(emb, identity, text), DEPTH)
-            out["queries"][qid] = {"lexical": lexical, "vector": vector}
+            qvec = embed_query(emb, identity, text)
+            vector = knn(reader.conn, qvec, DEPTH)
+            out["queries"][qid] = {"lexical": lexical, "vector": vector, "qvec": qvec}
     cached.write_text(json.dumps(out))
     return out
 
@@ -141,6 +144,43 @@ def diversify(ids: Sequence[int], docs: dict[str, str], cap: int) -> list[int]:
     return first + rest
 
 
+def doc_rrf(k: float = 60, fanout: int = 50) -> Fuser:
+    """RRF over each tier's document ranking (a document at its best chunk), chunks grouped under their document."""
+    def fuse(lex: Scored, vec: Scored) -> list[int]:
+        chunk_order = rrf(k, fanout)(lex, vec)
+        scores: dict[str, float] = {}
+        for ranked in (lex[:fanout], vec[:fanout]):
+            docs_seen = list(dict.fromkeys(DOCS[str(cid)] for cid, _ in ranked))
+            for rank, doc in enumerate(docs_seen, start=1):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+        place = {doc: i for i, (doc, _) in enumerate(sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])))}
+        return sorted(chunk_order, key=lambda cid: place[DOCS[str(cid)]])
+    return fuse
+
+
+DOCS: dict[str, str] = {}
+VECTORS: dict[int, list[float]] = {}
+CONN: list[Any] = []
+
+
+def unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+def prf(feedback: int = 3, beta: float = 0.5, k: float = 60, fanout: int = 50, source: str = "hybrid") -> Fuser:
+    """Rocchio: q + beta * mean(top `feedback` chunks of the first hybrid ranking), KNN again, RRF."""
+    def fuse(lex: Scored, vec: Scored, qvec: Sequence[float] = ()) -> list[int]:
+        first = rrf(k, fanout)(lex, vec) if source == "hybrid" else [c for c, _ in vec]
+        top = first[:feedback]
+        mean = [sum(VECTORS[c][i] for c in top) / len(top) for i in range(len(qvec))]
+        moved = unit([q + beta * m for q, m in zip(qvec, mean)])
+        again = [(cid, 1.0 - d * d / 2) for cid, d in knn(CONN[0], moved, fanout)]
+        return rrf(k, fanout)(lex, again)
+    fuse.wants_qvec = True  # type: ignore[attr-defined]
+    return fuse
+
+
 def score(data: dict[str, Any], qrels: dict[str, dict[str, int]], fuse: Fuser, cap: int = 0) -> dict[str, float]:
     """Mean document-level metrics of one variant over the judged queries."""
     docs = data["docs"]
@@ -148,17 +188,21 @@ def score(data: dict[str, Any], qrels: dict[str, dict[str, int]], fuse: Fuser, c
     for qid, judged in qrels.items():
         tiers = data["queries"].get(qid)
         if tiers is None:
-            per_query.append({"ndcg@10": 0.0, "recall@10": 0.0, "mrr@10": 0.0})
+            per_query.append({"ndcg@10": 0.0, "recall@10": 0.0, "mrr@10": 0.0, "docs_in_10_sections": 0.0,
+                              "recall_10_sections": 0.0})
             continue
         lex = [(int(c), -float(s)) for c, s in tiers["lexical"]]
         vec = [(int(c), 1.0 - float(d) ** 2 / 2) for c, d in tiers["vector"]]  # L2 of unit vectors -> cosine
-        ids = fuse(lex, vec)
+        ids = fuse(lex, vec, tiers["qvec"]) if getattr(fuse, "wants_qvec", False) else fuse(lex, vec)  # type: ignore[call-arg]
         if cap:
             ids = diversify(ids, docs, cap)
         ranking = metrics.first_ranks(docs[str(c)] for c in ids)
+        shown = metrics.first_ranks(docs[str(c)] for c in ids[:10])  # the documents of 10 sections
         per_query.append({"ndcg@10": metrics.ndcg_at(ranking, judged, 10),
                           "recall@10": metrics.recall_at(ranking, judged, 10),
-                          "mrr@10": metrics.reciprocal_rank_at(ranking, judged, 10)})
+                          "mrr@10": metrics.reciprocal_rank_at(ranking, judged, 10),
+                          "docs_in_10_sections": float(len(shown)),
+                          "recall_10_sections": metrics.recall_at(shown, judged, 10)})
     return {key: statistics.fmean(q[key] for q in per_query) for key in per_query[0]}
 
 
@@ -172,8 +216,11 @@ def variants() -> list[tuple[str, str, Fuser, int]]:
         out += [(f"convex {norm} (fan-out 50), alpha = vector weight", f"{a}", convex(a, norm), 0)
                 for a in (0.3, 0.4, 0.5, 0.6, 0.7)]
     out += [("convex minmax alpha 0.5, fan-out", f"{f}", convex(0.5, "minmax", f), 0) for f in (20, 30, 50, 100)]
-    out += [("diversity cap (RRF k=60, fan-out 50)", f"{c}", rrf(), c) for c in (1, 2, 3)]
-    out += [("diversity cap (convex minmax 0.5, fan-out 50)", f"{c}", convex(0.5), c) for c in (1, 2, 3)]
+    out += [("diversity cap (RRF k=60, fan-out 50)", f"{c}", rrf(), c) for c in (0, 1, 2, 3)]
+    out += [("diversity cap (feedback fb=3 beta=1, then RRF)", f"{c}", prf(3, 1.0), c) for c in (0, 1, 2, 3)]
+    out += [("document-level RRF", f"k={k}", doc_rrf(k), 0) for k in (30, 60)]
+    out += [("dense PRF (Rocchio) then RRF", f"fb={fb} beta={b} from {src}", prf(fb, b, source=src), 0)
+            for src in ("hybrid", "vector") for fb in (1, 3, 5, 10) for b in (0.5, 1.0)]
     return out
 
 
@@ -183,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     data = cache_tiers(args.store)
+    DOCS.update(data["docs"])
+    settings = load_settings(str(args.store / "knowledge.yaml"))
+    reader = Reader(settings)
+    CONN.append(reader.conn)
+    VECTORS.update({int(cid): from_blob(bytes(blob)) for cid, blob in reader.conn.execute(
+        "SELECT chunk_id, embedding FROM chunks_vec_f32")})
     qrels = read_qrels(DATA / "qrels.tsv")
     rows = []
     for group, name, fuse, cap in variants():
@@ -198,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         if row["group"] != group:
             group = row["group"]
-            print(f"\n{group}\n\n| variant | nDCG@10 | Recall@10 | MRR@10 |\n| --- | --- | --- | --- |")
-        print(f"| {row['variant']} | {row['ndcg@10']:.4f} | {row['recall@10']:.4f} | {row['mrr@10']:.4f} |")
+            print(f"\n{group}\n\n| variant | nDCG@10 | Recall@10 | MRR@10 | documents in the first 10 sections"
+                  " | Recall over the first 10 sections |\n| --- | --- | --- | --- | --- | --- |")
+        print(f"| {row['variant']} | {row['ndcg@10']:.4f} | {row['recall@10']:.4f} | {row['mrr@10']:.4f}"
+              f" | {row['docs_in_10_sections']:.2f} | {row['recall_10_sections']:.4f} |")
     return 0
 
 
