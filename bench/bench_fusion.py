@@ -23,6 +23,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,20 @@ def prf(feedback: int = 3, beta: float = 0.5, k: float = 60, fanout: int = 50, s
     return fuse
 
 
+def prf_rescore(feedback: int = 3, beta: float = 1.0, k: float = 60, fanout: int = 50) -> Fuser:
+    """As prf(), but the moved query only re-scores the candidates both tiers already listed (no second KNN)."""
+    def fuse(lex: Scored, vec: Scored, qvec: Sequence[float] = ()) -> list[int]:
+        top = rrf(k, fanout)(lex, vec)[:feedback]
+        mean = [sum(VECTORS[c][i] for c in top) / len(top) for i in range(len(qvec))]
+        moved = unit([q + beta * m for q, m in zip(qvec, mean)])
+        pool = {c for c, _ in lex[:fanout]} | {c for c, _ in vec[:fanout]}
+        again = sorted(((c, sum(a * b for a, b in zip(moved, VECTORS[c]))) for c in pool if c in VECTORS),
+                       key=lambda kv: (-kv[1], kv[0]))[:fanout]
+        return rrf(k, fanout)(lex, again)
+    fuse.wants_qvec = True  # type: ignore[attr-defined]
+    return fuse
+
+
 def score(data: dict[str, Any], qrels: dict[str, dict[str, int]], fuse: Fuser, cap: int = 0) -> dict[str, float]:
     """Mean document-level metrics of one variant over the judged queries."""
     docs = data["docs"]
@@ -219,17 +234,50 @@ def variants() -> list[tuple[str, str, Fuser, int]]:
     out += [("diversity cap (RRF k=60, fan-out 50)", f"{c}", rrf(), c) for c in (0, 1, 2, 3)]
     out += [("diversity cap (feedback fb=3 beta=1, then RRF)", f"{c}", prf(3, 1.0), c) for c in (0, 1, 2, 3)]
     out += [("document-level RRF", f"k={k}", doc_rrf(k), 0) for k in (30, 60)]
+    out += [("dense PRF re-scoring the candidates only (no second KNN)", f"fb={fb} beta=1.0", prf_rescore(fb), 0)
+            for fb in (1, 3, 5)]
     out += [("dense PRF (Rocchio) then RRF", f"fb={fb} beta={b} from {src}", prf(fb, b, source=src), 0)
             for src in ("hybrid", "vector") for fb in (1, 3, 5, 10) for b in (0.5, 1.0)]
     return out
+
+
+def timing(store: Path, data: dict[str, Any], rounds: int = 3) -> dict[str, float]:
+    """Mean ms per query of query.vector.knn_pinned alone and of query.feedback.nearest_with_feedback."""
+    from pipeline.vectors import pinned_identity
+    from query.feedback import nearest_with_feedback
+    from query.vector import knn_pinned
+
+    settings = load_settings(str(store / "knowledge.yaml"))
+    with Reader(settings) as reader:
+        identity = pinned_identity(reader.meta)
+        assert identity is not None
+        spent = {"knn": 0.0, "knn_with_feedback": 0.0}
+        count = 0
+        for _ in range(rounds):  # alternate, so load drifts hit both alike
+            for tiers in data["queries"].values():
+                lexical = [int(c) for c, _ in tiers["lexical"][:50]]
+                t0 = time.perf_counter()
+                knn_pinned(reader.conn, identity, tiers["qvec"], 50)
+                t1 = time.perf_counter()
+                nearest_with_feedback(reader.conn, identity, tiers["qvec"], 50, lexical, set())
+                t2 = time.perf_counter()
+                spent["knn"] += t1 - t0
+                spent["knn_with_feedback"] += t2 - t1
+                count += 1
+    return {key: round(1000 * value / count, 3) for key, value in spent.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--timing", action="store_true",
+                        help="time the shipped vector step per query: first KNN alone vs with the feedback pass")
     args = parser.parse_args(argv)
     data = cache_tiers(args.store)
+    if args.timing:
+        print(json.dumps(timing(args.store, data)))
+        return 0
     DOCS.update(data["docs"])
     settings = load_settings(str(args.store / "knowledge.yaml"))
     reader = Reader(settings)
