@@ -151,8 +151,8 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
              feedback: int = 0, held: set[int] | None = None) -> list[Hit]:
         """The top k of ranked after document diversity (and verbatim protection: held), hydrated and explained."""
         ranked, demoted = diversify(ranked, reader.documents_of([cid for cid, _ in ranked]))
-        if held:
-            ranked = protect(ranked, lexical, held)
+        if held:  # a protected section is placed first, whatever its document's allowance
+            ranked, demoted = protect(ranked, lexical, held), demoted - held
         top = ranked[:k]
         found = reader.hydrate([cid for cid, _ in top], dict(top))
         if not explain:
