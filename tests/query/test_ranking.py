@@ -152,3 +152,16 @@ def test_explain_json_of_a_hybrid_hit_names_feedback_and_demotion(hybrid: Path, 
     assert code == 0 and all(r["explain"]["vector"]["feedback"] == FEEDBACK for r in results if r["explain"]["vector"])
     assert [r["path"] for r in results].count(BIG) == 4
     assert [r["explain"]["demoted"] for r in results if r["path"] == BIG] == [False, False, True, True]
+
+
+def test_protected_verbatim_sections_stay_first_even_three_from_one_document(workdir: Path, server: EmbedServer,
+                                                                            run_cli) -> None:
+    write_tree(workdir, {"docs/settings.md": "".join(f"## {n}\n\nSet retention_days for the {n.lower()}.\n\n"
+                                                     for n in ("Logs", "Backups", "Audit")),
+                         "docs/other.md": "# Other\n\nRetention days are counted from midnight.\n"})
+    write_config(workdir, server)
+    assert run_cli("index")[0] == 0
+    code, out, _ = run_cli("search", "--json", "--explain", "retention_days")
+    results = json.loads(out)["results"]
+    assert code == 0 and [r["path"] for r in results[:3]] == ["docs/settings.md"] * 3
+    assert [r["explain"]["demoted"] for r in results[:3]] == [False, False, False]
