@@ -114,3 +114,21 @@ def test_a_store_pinned_before_the_recipe_keeps_embedding_bodies_until_reindexed
     assert recipe_of(tree) == BREADCRUMB
     code, out, _ = run_cli("doctor", "--json")
     assert next(c for c in json.loads(out)["checks"] if c["name"] == "manifest")["status"] == "ok"
+
+
+def test_a_switch_to_the_same_model_moves_an_older_store_to_the_breadcrumb_recipe(tree: Path, server: EmbedServer,
+                                                                                 run_cli) -> None:
+    assert run_cli("index")[0] == 0
+    damage_store(tree / "knowledge" / "default" / "knowledge.db",
+                 f"DELETE FROM meta WHERE key = '{schema.DOCUMENT_RECIPE_KEY}'")
+    config = tree / "knowledge.yaml"
+    config.write_text(config.read_text() + f"  embeddings_next:\n    base_url: {server.base_url}\n"
+                      "    model: hashed-bow\n    timeout: 1\n", encoding="utf-8")
+    server.reset()
+    code, out, err = run_cli("vectors", "switch")
+    assert code == 0, out + err
+    assert "Guide > Install > Linux\n\nRun the installer as root." in embedded(server)
+    assert recipe_of(tree) == BREADCRUMB
+    assert "DEGRADED" not in run_cli("search", "installer")[1]
+    code, out, _ = run_cli("doctor", "--json")
+    assert next(c for c in json.loads(out)["checks"] if c["name"] == "manifest")["status"] == "ok"
