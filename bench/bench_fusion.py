@@ -41,12 +41,12 @@ from query.terms import build_query  # noqa: E402
 from query.vector import embed_query, knn, query_identity  # noqa: E402
 
 DEPTH = 100
-DATA = Path("/work/shared/eval/cranfield")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "cranfield"  # as bench/cranfield.py; --data
 Scored = list[tuple[int, float]]  # (chunk id, score) best first, higher better
 Fuser = Callable[[Scored, Scored], list[int]]
 
 
-def cache_tiers(store: Path) -> dict[str, Any]:
+def cache_tiers(store: Path, data_dir: Path = DATA) -> dict[str, Any]:
     """{"docs": {chunk id: doc id}, "queries": {qid: {"lexical": [[cid, bm25]], "vector": [[cid, distance]]}}}."""
     cached = store / "tiers.json"
     if cached.is_file():
@@ -55,7 +55,7 @@ def cache_tiers(store: Path) -> dict[str, Any]:
     settings = load_settings(str(store / "knowledge.yaml"))
     emb = settings.embeddings
     assert emb is not None, "the store's knowledge.yaml must configure embeddings"
-    queries = read_queries(DATA / "queries.jsonl")
+    queries = read_queries(data_dir / "queries.jsonl")
     out: dict[str, Any] = {"docs": {}, "queries": {}}
     with Reader(settings) as reader:
         identity = query_identity(emb, reader.meta, settings.db_path)
@@ -271,10 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--data", type=Path, default=DATA, help="the Cranfield directory (qrels.tsv, queries.jsonl)")
     parser.add_argument("--timing", action="store_true",
                         help="time the shipped vector step per query: first KNN alone vs with the feedback pass")
     args = parser.parse_args(argv)
-    data = cache_tiers(args.store)
+    data = cache_tiers(args.store, args.data)
     if args.timing:
         print(json.dumps(timing(args.store, data)))
         return 0
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     CONN.append(reader.conn)
     VECTORS.update({int(cid): from_blob(bytes(blob)) for cid, blob in reader.conn.execute(
         "SELECT chunk_id, embedding FROM chunks_vec_f32")})
-    qrels = read_qrels(DATA / "qrels.tsv")
+    qrels = read_qrels(args.data / "qrels.tsv")
     rows = []
     for group, name, fuse, cap in variants():
         rows.append({"group": group, "variant": name, **score(data, qrels, fuse, cap)})
