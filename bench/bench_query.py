@@ -59,7 +59,8 @@ from corpus import generate  # noqa: E402
 from config.loader import settings_from_mapping  # noqa: E402
 from config.settings import EmbeddingsSettings, Settings  # noqa: E402
 from pipeline import db, schema, vector_codes, vectors  # noqa: E402
-from pipeline.embeddings import EmbeddingsClient, document_text  # noqa: E402
+from pipeline.embedded_text import document_text  # noqa: E402
+from pipeline.embeddings import EmbeddingsClient  # noqa: E402
 from query import search as search_module  # noqa: E402
 from query import vector as vector_module  # noqa: E402
 from query.enumerate import enumerate_documents  # noqa: E402

@@ -28,7 +28,8 @@ from corpus import generate, sample_queries  # noqa: E402
 from config.loader import settings_from_mapping  # noqa: E402
 from config.settings import Settings  # noqa: E402
 from pipeline import shadow, vectors  # noqa: E402
-from pipeline.embeddings import EmbeddingsClient, document_text  # noqa: E402
+from pipeline.embedded_text import document_text  # noqa: E402
+from pipeline.embeddings import EmbeddingsClient  # noqa: E402
 from pipeline.files import ingest_file  # noqa: E402
 from pipeline.models import Document, FileJob  # noqa: E402
 from pipeline.store import Store  # noqa: E402

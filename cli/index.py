@@ -150,12 +150,13 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
 
 def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_json: bool) -> None:
     """What `index --dry-run` prints: the changes a run would make and its vector plan."""
+    from pipeline.vectors import recipe_note
     from workers.run import dry_run
 
     found, plan = dry_run(settings, request, targets)
     vectors = None if plan is None else {
         "model": plan.identity.model, "dimension": plan.identity.dimension, "reuse": plan.reuse,
-        "documents_lacking_vectors": len(plan.backfill),
+        "documents_lacking_vectors": len(plan.backfill), "recipe": plan.identity.recipe,
     }
     if as_json:
         echo_json({**found.to_json(), "urls": targets.urls, "vectors": vectors})
@@ -171,8 +172,11 @@ def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_
         click.echo(f"  failed: {clean(item.path)}: {clean(item.reason)}")
     if vectors is not None:
         mode = "reuses the stored vectors of unchanged sections" if plan and plan.reuse else "embeds every section"
-        click.echo(f"vectors: model={vectors['model']} dim={vectors['dimension']}: {mode}; "
+        click.echo(f"vectors: model={vectors['model']} dim={vectors['dimension']} recipe={vectors['recipe']}: {mode}; "
                    f"{vectors['documents_lacking_vectors']} document(s) lack vectors")
+        older = recipe_note(plan.identity) if plan is not None and plan.reuse else None
+        if older is not None:
+            click.echo(f"note: {older}")
 
 
 @cli.command("rm")

@@ -29,9 +29,11 @@ class EmbeddingsSettings:
         default=None, metadata=_help("Name of the environment variable holding the API key.")
     )
     timeout: float = field(default=30.0, metadata=_help("Request timeout in seconds (`30s` works too)."))
-    query_prefix: str = field(default="", metadata=_help("Text prepended to every query before embedding."))
+    query_prefix: str = field(
+        default="", metadata=_help("Text prepended to every query (its first 8,192 bytes) before embedding.")
+    )
     document_prefix: str = field(
-        default="", metadata=_help("Text prepended to every chunk; `{title}` becomes its breadcrumb.")
+        default="", metadata=_help("Text prepended to every chunk's embedded text; `{title}` places its breadcrumb.")
     )
     batch_size: int = field(default=64, metadata=_help("Inputs per embeddings request."))
     concurrency: int = field(default=2, metadata=_help("Embedding requests in flight at once."))

@@ -30,6 +30,7 @@ from config.errors import (
     VectorIdentityMismatch,
 )
 from config.settings import EmbeddingsSettings
+from pipeline.embedded_text import document_text, query_text
 
 T = TypeVar("T")
 PROBE_TEXT = "knowledge embeddings probe"
@@ -70,11 +71,6 @@ def batches(items: Sequence[T], size: int) -> Iterator[list[T]]:
         raise ValueError(f"batch size must be at least 1, got {size}")
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
-
-
-def document_text(text: str, title: str, prefix: str) -> str:
-    """The document prefix with `{title}` replaced by the breadcrumb (`none` when empty), then text."""
-    return prefix.replace("{title}", title or "none") + text
 
 
 def _malformed(text: str) -> EmbeddingRejected:
@@ -178,11 +174,11 @@ class EmbeddingsClient:
         return [slots[i] for i in range(len(texts))]
 
     def embed_query(self, text: str) -> list[float]:
-        """The unit vector of a search query, with `query_prefix` applied."""
-        return self.embed([self.settings.query_prefix + text])[0]
+        """The unit vector of a search query: `query_prefix`, then its first 8,192 bytes (pipeline/embedded_text.py)."""
+        return self.embed([query_text(text, self.settings.query_prefix)])[0]
 
     def document_texts(self, texts: Sequence[str], titles: Sequence[str]) -> list[str]:
-        """The chunk texts as sent to the server, `document_prefix` applied with each breadcrumb."""
+        """The chunk texts as sent to the server by the current recipe, `document_prefix` applied (embedded_text)."""
         if len(texts) != len(titles):
             raise ValueError(f"{len(texts)} texts but {len(titles)} titles")
         return [document_text(t, title, self.settings.document_prefix) for t, title in zip(texts, titles)]

@@ -43,11 +43,12 @@ DIMENSION_KEY = "dimension"
 NORMALIZED_KEY = "normalized"
 QUERY_PREFIX_KEY = "query_prefix"
 DOCUMENT_PREFIX_KEY = "document_prefix"
+DOCUMENT_RECIPE_KEY = "document_recipe"  # how a section's text was embedded (pipeline/embedded_text.py)
 VECTOR_CODES_KEY = "vector_codes"
 # The identity of a shadow vector build under way (pipeline/shadow.py): the same fields, prefixed.
 NEXT_KEY_PREFIX = "next_"
 NEXT_KEYS = tuple(NEXT_KEY_PREFIX + key for key in (MODEL_KEY, DIMENSION_KEY, NORMALIZED_KEY, QUERY_PREFIX_KEY,
-                                                    DOCUMENT_PREFIX_KEY))
+                                                    DOCUMENT_PREFIX_KEY, DOCUMENT_RECIPE_KEY))
 
 # The vector tables and their delete triggers.
 VECTORS = "chunks_vec"

@@ -23,7 +23,6 @@ from typing import Protocol
 from config.errors import PipelineError
 from pipeline import schema, vector_codes
 from pipeline.db import Connection
-from pipeline.embeddings import document_text
 from pipeline.store import Store
 from pipeline.vectors import VectorIdentity, pinned_identity, to_blob
 
@@ -87,7 +86,7 @@ def pending(conn: Connection, identity: VectorIdentity, limit: int) -> list[tupl
         " ORDER BY id LIMIT ?",
         (int(limit),),
     )
-    return [(int(cid), document_text(str(body), str(heading), identity.document_prefix)) for cid, body, heading in rows]
+    return [(int(cid), identity.document_text(str(body), str(heading))) for cid, body, heading in rows]
 
 
 def digest(text: str) -> str:
@@ -106,7 +105,7 @@ def store_vectors(conn: Connection, identity: VectorIdentity, ids: Sequence[int]
         raise PipelineError(f"{len(ids)} sections but {len(vectors)} vectors and {len(digests)} digests")
     if next_identity(schema.read_meta(conn)) != identity:
         raise PipelineError("the shadow vectors are being built for another identity; run the switch again")
-    now = {int(cid): digest(document_text(str(body), str(heading), identity.document_prefix))
+    now = {int(cid): digest(identity.document_text(str(body), str(heading)))
            for cid, body, heading in conn.execute(
                f"SELECT id, body, heading_path FROM chunks WHERE id IN (SELECT value FROM json_each(?))"
                f" AND id NOT IN (SELECT chunk_id FROM {schema.NEXT_VECTORS})", (_json_ids(ids),))}

@@ -1,9 +1,14 @@
 """The vector tier's store side: the pinned vector identity, the chunks_vec table, its writes and reuse.
 
-The identity (model, dimension, normalized, query_prefix, document_prefix) is pinned in `meta` when
-the first vector run writes; every later run and every query must match it, or `--reindex` rebuilds
-the vectors. chunks_vec (sqlite-vec vec0, one float32 row per chunk, keyed by chunk id; its DDL and
-meta keys are pipeline/schema.py's) exists only once embeddings were configured; a trigger deletes a
+The identity (model, dimension, normalized, query_prefix, document_prefix and the recipe of the
+embedded text, pipeline/embedded_text.py) is pinned in `meta` when the first vector run writes; every
+later run and every query must match it, or `--reindex` rebuilds the vectors. The recipe alone is
+the exception: a store pinned with an older recipe keeps embedding by it (never a mix of two), and
+doctor and `index --dry-run` say that `--reindex` or `knowledge vectors switch` moves it to the
+current one. Queries do not depend on it.
+
+chunks_vec (sqlite-vec vec0, one float32 row per chunk, keyed by chunk id; its DDL and meta keys
+are pipeline/schema.py's) exists only once embeddings were configured; a trigger deletes a
 chunk's vector with the chunk, because vec0 has no upsert and no foreign keys. A chunk whose text
 hash is unchanged keeps its stored vector. Beside it, pipeline.vector_codes keeps quantised codes
 and float copies for fast KNN on large stores, written in the same transaction; install() creates
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.errors import EmbeddingUnavailable, KnowledgeError, PipelineError, VectorIdentityMismatch
 from config.settings import EmbeddingsSettings, Settings
-from pipeline import db, schema, vector_codes
+from pipeline import db, embedded_text, schema, vector_codes
 from pipeline.db import Connection
 from pipeline.models import Document
 
@@ -32,13 +37,18 @@ REINDEX = "knowledge index --reindex"
 
 @dataclass(frozen=True)
 class VectorIdentity:
-    """What makes two vectors comparable: the model, its dimension, normalisation and both prefixes."""
+    """What makes two vectors comparable: the model, its dimension, normalisation, both prefixes, the text recipe."""
 
     model: str
     dimension: int
     query_prefix: str = ""
     document_prefix: str = ""
     normalized: bool = True  # stored vectors are unit length (the client normalises them)
+    recipe: str = embedded_text.CURRENT  # how a section's text is embedded (pipeline/embedded_text.py)
+
+    def document_text(self, body: str, crumb: str) -> str:
+        """The text a section is embedded as under this identity's prefix and recipe."""
+        return embedded_text.document_text(body, crumb, self.document_prefix, self.recipe)
 
     def to_meta(self) -> dict[str, str]:
         """The identity as meta rows."""
@@ -48,6 +58,7 @@ class VectorIdentity:
             schema.NORMALIZED_KEY: "true" if self.normalized else "false",
             schema.QUERY_PREFIX_KEY: self.query_prefix,
             schema.DOCUMENT_PREFIX_KEY: self.document_prefix,
+            schema.DOCUMENT_RECIPE_KEY: self.recipe,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,12 +69,15 @@ class VectorIdentity:
     def from_dict(cls, data: Mapping[str, Any]) -> VectorIdentity:
         """Inverse of to_dict."""
         return cls(str(data["model"]), int(data["dimension"]), str(data.get("query_prefix", "")),
-                   str(data.get("document_prefix", "")), bool(data.get("normalized", True)))
+                   str(data.get("document_prefix", "")), bool(data.get("normalized", True)),
+                   str(data.get("recipe", embedded_text.LEGACY)))
 
 
-def configured_identity(settings: EmbeddingsSettings, dimension: int) -> VectorIdentity:
-    """The identity the configuration asks for, with the dimension the server answers."""
-    return VectorIdentity(settings.model, dimension, settings.query_prefix, settings.document_prefix)
+def configured_identity(settings: EmbeddingsSettings, dimension: int,
+                        recipe: str = embedded_text.CURRENT) -> VectorIdentity:
+    """The identity the configuration asks for, with the dimension the server answers (and the recipe given)."""
+    return VectorIdentity(settings.model, dimension, settings.query_prefix, settings.document_prefix,
+                          recipe=recipe)
 
 
 def pinned_identity(meta: Mapping[str, str]) -> VectorIdentity | None:
@@ -72,7 +86,23 @@ def pinned_identity(meta: Mapping[str, str]) -> VectorIdentity | None:
     if not model or not dimension.isdigit():
         return None
     return VectorIdentity(model, int(dimension), meta.get(schema.QUERY_PREFIX_KEY, ""),
-                          meta.get(schema.DOCUMENT_PREFIX_KEY, ""), meta.get(schema.NORMALIZED_KEY, "true") == "true")
+                          meta.get(schema.DOCUMENT_PREFIX_KEY, ""), meta.get(schema.NORMALIZED_KEY, "true") == "true",
+                          meta.get(schema.DOCUMENT_RECIPE_KEY) or embedded_text.LEGACY)
+
+
+def kept_recipe(pinned: VectorIdentity | None, reindex: bool) -> str:
+    """The recipe a run embeds by: the pinned one while it is known and no --reindex asks otherwise, else CURRENT."""
+    if pinned is not None and not reindex and pinned.recipe in embedded_text.RECIPES:
+        return pinned.recipe
+    return embedded_text.CURRENT
+
+
+def recipe_note(pinned: VectorIdentity | None) -> str | None:
+    """What to say about a store whose vectors were embedded by an older recipe (None when current)."""
+    if pinned is None or pinned.recipe == embedded_text.CURRENT:
+        return None
+    return (f"the vectors embed each section by the {pinned.recipe!r} recipe (without its breadcrumb); `{REINDEX}`"
+            f" or `knowledge vectors switch` re-embeds them by {embedded_text.CURRENT!r}, which ranks better")
 
 
 def serves(settings: EmbeddingsSettings, identity: VectorIdentity) -> bool:
@@ -112,7 +142,7 @@ def serving_store(settings: Settings) -> Settings:
 def differences(pinned: VectorIdentity, wanted: VectorIdentity) -> list[str]:
     """Human-readable differences, `field: index has X, configured Y`."""
     out: list[str] = []
-    for name in ("model", "dimension", "query_prefix", "document_prefix", "normalized"):
+    for name in ("model", "dimension", "query_prefix", "document_prefix", "normalized", "recipe"):
         have, want = getattr(pinned, name), getattr(wanted, name)
         if have != want:
             out.append(f"{name}: index has {have!r}, configured {want!r}")
@@ -127,12 +157,17 @@ def mismatch(where: object, pinned: VectorIdentity, wanted: VectorIdentity) -> V
     )
 
 
+def no_vectors(where: object, model: str) -> VectorIdentityMismatch:
+    """The error of a store that pins no vector identity yet."""
+    return VectorIdentityMismatch(
+        f"the index at {where} has no vectors yet for model {model!r}; run `knowledge index` to embed it"
+    )
+
+
 def check_identity(where: object, pinned: VectorIdentity | None, wanted: VectorIdentity) -> None:
     """Raise VectorIdentityMismatch unless pinned equals wanted (None: the index has no vectors)."""
     if pinned is None:
-        raise VectorIdentityMismatch(
-            f"the index at {where} has no vectors yet for model {wanted.model!r}; run `knowledge index` to embed it"
-        )
+        raise no_vectors(where, wanted.model)
     if pinned != wanted:
         raise mismatch(where, pinned, wanted)
 
@@ -188,7 +223,7 @@ def plan(settings: Settings, reindex: bool, probe: Probe | None = None,
     if pinned is not None and nxt is not None and not serves(emb, pinned) and serves(nxt, pinned):
         emb, probe = nxt, None  # a model switch swapped after this process read its settings: the new block
     probe = probe or probe_server(emb)
-    wanted = configured_identity(emb, probe.dimension)
+    wanted = configured_identity(emb, probe.dimension, kept_recipe(pinned, reindex))
     if pinned is not None and pinned != wanted:
         if not reindex:
             raise mismatch(settings.db_path, pinned, wanted)

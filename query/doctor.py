@@ -193,10 +193,14 @@ def _manifest(settings: Settings, meta: dict[str, str] | None, probe: Probe) -> 
     if meta is None:
         return Check("manifest", NOT_RUN, "no readable index to compare with")
     pinned = vectors.pinned_identity(meta)
-    wanted = vectors.configured_identity(settings.embeddings, probe.dimension)
+    wanted = vectors.configured_identity(settings.embeddings, probe.dimension, vectors.kept_recipe(pinned, False))
     if pinned is None:
         return Check("manifest", WARN, "the index has no vectors yet; run `knowledge index` to embed it")
     if pinned != wanted:
         diff = "; ".join(vectors.differences(pinned, wanted))
         return Check("manifest", FAIL, f"{diff}; run `{vectors.REINDEX}`", True)
+    older = vectors.recipe_note(pinned)
+    if older is not None:
+        return Check("manifest", WARN, f"matches the index (model={pinned.model} dim={pinned.dimension}), but {older}",
+                     True)
     return Check("manifest", OK, f"matches the index (model={pinned.model} dim={pinned.dimension})", True)

@@ -4,17 +4,20 @@ Asked for with `search --explain`, `"explain": true` in /v1/search and knowledge
 carries it in an `explain` object beside its `score`, and only when asked. The lexical score is
 FTS5's bm25 (lower is better; the hit's `score` is its negation) or, for a query with CJK runs, the
 reciprocal rank fusion of its porter and trigram rankings. The vector distance is L2 between unit
-vectors (0 is identical, 2 opposite). In a hybrid ranking each tier adds 1/(RRF_K + rank) to the
-fused score, and its share is that part over the whole.
+vectors (0 is identical, 2 opposite); in a hybrid ranking it is the distance to the query vector
+moved toward the best fused sections (query/feedback.py), and `feedback` says how many moved it. In a
+hybrid ranking each tier adds 1/(RRF_K + rank) to the fused score, and its share is that part over
+the whole. `demoted` is true when the hit was moved down because its document already had
+PER_DOCUMENT sections above it (query/fusion.py), so it may follow hits of lower score.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from query.fusion import RRF_K
+from query.fusion import PER_DOCUMENT, RRF_K
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class Explain:
     lexical_fused: bool = False  # the lexical score is a CJK fusion, not bm25
     vector_rank: int | None = None
     vector_distance: float | None = None
+    demoted: bool = False  # moved down by document diversity
+    feedback: int = 0  # sections whose vectors moved the query vector before KNN (0: the query alone)
 
     def to_json(self) -> dict[str, Any]:
         """The `explain` object of a hit."""
@@ -39,8 +44,9 @@ class Explain:
         vector = None
         if self.vector_rank is not None:
             distance = None if self.vector_distance is None else round(self.vector_distance, 6)
-            vector = {"rank": self.vector_rank, "distance": distance}
-        out: dict[str, Any] = {"ranking": self.ranking, "lexical": lexical, "vector": vector, "rrf": None}
+            vector = {"rank": self.vector_rank, "distance": distance, "feedback": self.feedback}
+        out: dict[str, Any] = {"ranking": self.ranking, "lexical": lexical, "vector": vector, "rrf": None,
+                               "demoted": self.demoted}
         if self.ranking == "hybrid":
             parts = {name: 1.0 / (RRF_K + rank) if rank is not None else 0.0
                      for name, rank in (("lexical", self.lexical_rank), ("vector", self.vector_rank))}
@@ -63,18 +69,24 @@ class Explain:
         else:
             parts.append("lexical -")
         if self.ranking != "lexical":
-            parts.append(f"vector #{self.vector_rank} (distance {self.vector_distance:.4f})"
+            moved = f", feedback {self.feedback}" if self.feedback else ""
+            parts.append(f"vector #{self.vector_rank} (distance {self.vector_distance:.4f}{moved})"
                          if self.vector_rank is not None and self.vector_distance is not None else "vector -")
         rrf = self.to_json()["rrf"]
         if rrf is not None:
             parts.append(f"rrf {rrf['score']:.6f} = lexical {rrf['lexical_share']:.0%}"
                          f" + vector {rrf['vector_share']:.0%}")
+        if self.demoted:
+            parts.append(f"demoted (its document has {PER_DOCUMENT} sections above)")
         return "explain: " + ", ".join(parts)
 
 
 def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]],
-                 fused: bool) -> dict[int, Explain]:
-    """Each chunk id of either ranking with its explanation (ranks 1-based, as RRF counts them)."""
+                 fused: bool, demoted: Collection[int] = (), feedback: int = 0) -> dict[int, Explain]:
+    """Each chunk id of either ranking with its explanation (ranks 1-based, as RRF counts them).
+
+    demoted: the ids document diversity moved down; feedback: the sections that moved the query vector.
+    """
     lexical_at = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
     vector_at = {cid: (rank, distance) for rank, (cid, distance) in enumerate(vector, start=1)}
     out: dict[int, Explain] = {}
@@ -82,5 +94,5 @@ def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Seq
         lex = lexical_at.get(cid)
         vec = vector_at.get(cid)
         out[cid] = Explain(ranking, lex[0] if lex else None, lex[1] if lex else None, fused,
-                           vec[0] if vec else None, vec[1] if vec else None)
+                           vec[0] if vec else None, vec[1] if vec else None, cid in demoted, feedback)
     return out

@@ -1,10 +1,20 @@
-"""Reciprocal rank fusion: combine rankings by rank alone, so BM25 and distances never meet."""
+"""Reciprocal rank fusion (rankings combined by rank alone, so BM25 and distances never meet) and
+document diversity (one document cannot fill every slot of a result list).
+
+Diversity: in a ranked list, a section whose document already has PER_DOCUMENT sections above it is
+demoted, not dropped: it moves after every section that is within its document's allowance, the
+demoted ones keeping their order (and their scores). The rule reads the whole list, never the
+number of results asked for, so the first k of a longer answer are the answer for k. Two sections
+a document, because a section and its neighbour often answer together, while a third from the same
+page is worth less to a reader (or an agent's budget) than the best section of another page.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 RRF_K = 60
+PER_DOCUMENT = 2  # sections of one document before the rest of it is demoted
 
 
 def rrf(rankings: Iterable[Sequence[int]], k: int = RRF_K) -> list[tuple[int, float]]:
@@ -26,3 +36,19 @@ def rrf(rankings: Iterable[Sequence[int]], k: int = RRF_K) -> list[tuple[int, fl
 def fused_ids(rankings: Iterable[Sequence[int]], limit: int, k: int = RRF_K) -> list[int]:
     """The first `limit` chunk ids of the fused ranking."""
     return [chunk_id for chunk_id, _ in rrf(rankings, k)[:limit]]
+
+
+def diversify(ranked: Sequence[tuple[int, float]], document_of: Mapping[int, int],
+              per_document: int = PER_DOCUMENT) -> tuple[list[tuple[int, float]], set[int]]:
+    """(ranked with each document's sections past its first per_document moved after the others, the moved ids).
+
+    A chunk id missing from document_of (vanished meanwhile) counts as a document of its own.
+    """
+    kept: list[tuple[int, float]] = []
+    moved: list[tuple[int, float]] = []
+    seen: dict[int, int] = {}
+    for chunk_id, score in ranked:
+        document = document_of.get(chunk_id, -chunk_id)
+        seen[document] = seen.get(document, 0) + 1
+        (kept if seen[document] <= per_document else moved).append((chunk_id, score))
+    return kept + moved, {chunk_id for chunk_id, _ in moved}

@@ -15,7 +15,7 @@ from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
 from query.explain import explanations
 from query.filters import Filter, document_ids_json
-from query.fusion import rrf
+from query.fusion import diversify, rrf
 from query.lexical import FANOUT, search_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
 from query.terminal import one_line
@@ -145,27 +145,34 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     scored = [(cid, score) for cid, score in search_ids(reader.conn, query, fanout, allowed)
               if cid not in excluded] if ranking != VECTOR else []
     lexical = [cid for cid, _ in scored]
-    lexical_scores = {cid: -score for cid, score in scored}  # bm25 (or negated RRF): lower was better
     note = _query_note(query, filters if allowed is not None else None)
 
-    def hits(ids: list[int], scores: dict[int, float], used: str,
-             neighbours: list[tuple[int, float]] | None = None) -> list[Hit]:
-        found = reader.hydrate(ids, scores)
+    def hits(ranked: list[tuple[int, float]], used: str, neighbours: list[tuple[int, float]] | None = None,
+             feedback: int = 0, held: set[int] | None = None) -> list[Hit]:
+        """The top k of ranked after document diversity (and verbatim protection: held), hydrated and explained."""
+        ranked, demoted = diversify(ranked, reader.documents_of([cid for cid, _ in ranked]))
+        if held:  # a protected section is placed first, whatever its document's allowance
+            ranked, demoted = protect(ranked, lexical, held), demoted - held
+        top = ranked[:k]
+        found = reader.hydrate([cid for cid, _ in top], dict(top))
         if not explain:
             return found
-        why = explanations(used, scored if used != VECTOR else [], neighbours or [], bool(query.cjk))
+        why = explanations(used, scored if used != VECTOR else [], neighbours or [], bool(query.cjk),
+                           demoted, feedback)
         return [replace(h, explain=why.get(h.chunk_id)) for h in found]
 
+    by_bm25 = [(cid, -score) for cid, score in scored]  # bm25 (or negated RRF): lower was better
     if emb is None or ranking == LEXICAL:
-        return SearchResponse(tier, STATUS_OK, hits(lexical[:k], lexical_scores, LEXICAL), note, query.dropped)
+        return SearchResponse(tier, STATUS_OK, hits(by_bm25, LEXICAL), note, query.dropped)
     from query.vector import KNN_K, query_identity  # the HTTP client only with embeddings
 
     if not query.terms and ranking != VECTOR:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
-        return SearchResponse(tier, STATUS_OK, hits(lexical[:k], lexical_scores, LEXICAL), note, query.dropped)
+        return SearchResponse(tier, STATUS_OK, hits(by_bm25, LEXICAL), note, query.dropped)
     try:
-        found, settings, tier = _nearest(settings, reader, text, max(depth, KNN_K), allowed, tier)
+        found, feedback, settings, tier = _nearest(settings, reader, text, max(depth, KNN_K), allowed, tier,
+                                                   None if ranking == VECTOR else lexical, excluded)
     except VectorIdentityMismatch:
         raise
     except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
@@ -174,18 +181,15 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
         reason = f"{exc.kind}: {one_line(str(exc), 200)}"
         notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
         return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
-                              hits(lexical[:k], lexical_scores, LEXICAL),
+                              hits(by_bm25, LEXICAL),
                               "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
     neighbours = [(cid, d) for cid, d in found if cid not in excluded]
-    nearest = [cid for cid, _ in neighbours]
     if ranking == VECTOR:
-        ranked = [(cid, -distance) for cid, distance in neighbours[:k]]
-    else:
-        held = verbatim_ids(reader.conn, verbatim_phrases(text), lexical)
-        ranked = protect(rrf([lexical, nearest]), lexical, held)[:k]
-    return SearchResponse(tier, STATUS_OK,
-                          hits([cid for cid, _ in ranked], dict(ranked), ranking or HYBRID, neighbours),
-                          note, query.dropped)
+        return SearchResponse(tier, STATUS_OK, hits([(cid, -d) for cid, d in neighbours], VECTOR, neighbours),
+                              note, query.dropped)
+    held = verbatim_ids(reader.conn, verbatim_phrases(text), lexical)
+    fused = rrf([lexical, [cid for cid, _ in neighbours]])
+    return SearchResponse(tier, STATUS_OK, hits(fused, HYBRID, neighbours, len(feedback), held), note, query.dropped)
 
 
 def _query_note(query: LexicalQuery, filters: Filter | None) -> str | None:
@@ -203,23 +207,26 @@ def _query_note(query: LexicalQuery, filters: Filter | None) -> str | None:
     return note
 
 
-def _nearest(settings: Settings, reader: Reader, text: str, count: int, allowed: str | None,
-             tier: str) -> tuple[list[tuple[int, float]], Settings, str]:
-    """(KNN candidates, the settings that served them, the tier line) under the identity the store serves.
+def _nearest(settings: Settings, reader: Reader, text: str, count: int, allowed: str | None, tier: str,
+             lexical: list[int] | None, excluded: set[int]) -> tuple[list[tuple[int, float]], list[int], Settings, str]:
+    """(KNN candidates, the feedback chunk ids, the settings that served them, the tier line).
 
-    A model switch that swaps the vectors between embedding and KNN is followed once (the query is
-    embedded again with the new model); EmbeddingError when the server fails.
+    The vector tier of a hybrid ranking is the second, feedback pass (query/feedback.py); with
+    lexical None (a forced vector ranking) the first pass alone. Runs under the identity the store
+    serves: a model switch that swaps the vectors between embedding and KNN is followed once (the
+    query is embedded again with the new model); EmbeddingError when the server fails.
     """
-    from query.vector import embed_query, knn_pinned, query_identity
+    from query.feedback import nearest_with_feedback
+    from query.vector import embed_query, query_identity
 
     for _ in range(2):  # a second pass only when a model switch swapped the vectors mid-query
         emb = settings.embeddings
         assert emb is not None  # serving() only ever swaps one block for another
         identity = query_identity(emb, reader.meta, settings.db_path)
         vector = embed_query(emb, identity, text)
-        found = knn_pinned(reader.conn, identity, vector, count, allowed)
+        found = nearest_with_feedback(reader.conn, identity, vector, count, lexical, excluded, allowed)
         if found is not None:
-            return found, settings, tier
+            return found[0], found[1], settings, tier
         reader.meta = read_meta(reader.conn)  # the store now serves another model: follow it
         settings = serving(settings, reader.meta)
         now = pinned_identity(reader.meta)

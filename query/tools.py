@@ -41,7 +41,8 @@ SEARCH_DESCRIPTION = (
     "a document: before saying the documents do not mention something, check with knowledge_enumerate. "
     "Every answer has a `status` (ok, index_not_built, index_empty) and a `note` to read. "
     + "{filters} Set explain to true to see, per result, its lexical rank and BM25 score, its vector rank "
-    "and distance, and each one's share of the fused (RRF) score."
+    "and distance, each one's share of the fused (RRF) score, and whether it was demoted because two "
+    "sections of its document rank above it."
 )
 FILTERS_DESCRIPTION = (
     "Narrow the documents searched with filters (all optional, results are still the best k within "

@@ -27,6 +27,7 @@ from pipeline.vectors import (
     check_identity,
     configured_identity,
     has_table,
+    no_vectors,
     pinned_identity,
     to_blob,
 )
@@ -43,9 +44,10 @@ QUERY_RETRY = RetryPolicy(attempts=2, initial_wait=0.1, max_wait=0.5)
 def query_identity(settings: EmbeddingsSettings, meta: Mapping[str, str], where: object) -> VectorIdentity:
     """The pinned identity to query with; VectorIdentityMismatch if the configuration differs or none is pinned."""
     pinned = pinned_identity(meta)
-    dimension = pinned.dimension if pinned is not None else 0
-    check_identity(where, pinned, configured_identity(settings, dimension))
-    assert pinned is not None
+    if pinned is None:
+        raise no_vectors(where, settings.model)
+    # The recipe shapes only the sections' text: a query is embedded alike under every recipe.
+    check_identity(where, pinned, configured_identity(settings, pinned.dimension, pinned.recipe))
     return pinned
 
 

@@ -28,7 +28,7 @@ from typing import Any, Self
 from config.errors import EmbeddingError, VectorIdentityMismatch
 from config.observability import tracer
 from pipeline import db, schema
-from pipeline.embeddings import EmbeddingsClient, RetryPolicy, document_text
+from pipeline.embeddings import EmbeddingsClient, RetryPolicy
 from pipeline.vectors import (
     VectorPlan,
     VectorWriter,
@@ -97,7 +97,6 @@ def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: Vect
     waiting: dict[str, DocumentItem] = {}
     work: list[EmbedWork] = []
     expected: dict[str, int] = {}
-    prefix = plan.identity.document_prefix
     with _StoredVectors(runtime, plan) as stored:
         for item in items:
             if not isinstance(item, DocumentItem):
@@ -112,7 +111,7 @@ def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: Vect
             dkey = doc_key(doc.path)
             waiting[dkey] = replace(item, embed=True)
             expected[dkey] = len(todo)
-            work += [EmbedWork(dkey, doc.path, c.ordinal, document_text(c.body, c.heading_path, prefix))
+            work += [EmbedWork(dkey, doc.path, c.ordinal, plan.identity.document_text(c.body, c.heading_path))
                      for c in todo]
     backlog = runtime.ledger.backlog
     if backlog.queue_embeds(run_id, key, [w.to_wire() for w in work], limit) is None:

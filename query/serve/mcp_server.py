@@ -41,7 +41,8 @@ ROOT_HELP = "Only documents under one of these indexed roots."
 WHERE_HELP = ("Front-matter field equality, all must hold: key=value strings or a {key: value} object "
               "(tags=security; a list field matches when it contains the value).")
 EXPLAIN_HELP = ("Attach to each result an `explain` object: lexical rank and BM25 score, vector rank and "
-                "distance, and each tier's share of the fused RRF score.")
+                "distance, each tier's share of the fused RRF score, and `demoted` (moved below other "
+                "documents because two sections of its own rank above it).")
 CITATION_HELP = "The `index_ref` of a result to read around: `<path>#<ordinal>`."
 BEFORE_HELP = "Sections to add before the cited one, nearest first (0 to 20)."
 AFTER_HELP = "Sections to add after the cited one, nearest first (0 to 20)."

@@ -89,7 +89,7 @@ def test_explain_adds_ranks_and_scores_only_when_asked(workdir: Path, run_cli) -
     first = explained[0]
     assert {k: v for k, v in first.items() if k != "explain"} == plain
     assert first["explain"] == {"ranking": "lexical", "lexical": {"rank": 1, "bm25": -first["score"]},
-                                "vector": None, "rrf": None}
+                                "vector": None, "rrf": None, "demoted": False}
     assert [r["explain"]["lexical"]["rank"] for r in explained] == list(range(1, len(explained) + 1))
     code, out, _ = run_cli("search", "token", "--explain")
     assert code == 0 and "explain: lexical #1 (bm25 " in out

@@ -11,11 +11,12 @@ import pytest
 from config.errors import VectorIdentityMismatch
 from config.loader import settings_from_mapping
 from query import fusion
+from query.feedback import nearest_with_feedback
 from query.lexical import search_ids
 from query.reader import Reader
 from query.search import search, to_json
 from query.terms import build_query
-from query.vector import embed_query, knn, query_identity
+from query.vector import embed_query, query_identity
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
 
@@ -86,7 +87,10 @@ def test_hybrid_order_is_the_rrf_of_the_lexical_and_knn_rankings(indexed: Path, 
     with Reader(settings) as reader:
         lexical = [cid for cid, _ in search_ids(reader.conn, build_query(text))]
         identity = query_identity(settings.embeddings, reader.meta, settings.db_path)
-        nearest = [cid for cid, _ in knn(reader.conn, embed_query(settings.embeddings, identity, text))]
+        vector = embed_query(settings.embeddings, identity, text)
+        found = nearest_with_feedback(reader.conn, identity, vector, 50, lexical, set())
+        assert found is not None
+        nearest = [cid for cid, _ in found[0]]  # the KNN of the query moved by feedback (test_ranking.py)
         response = search(settings, text, 4, reader)
     assert len(nearest) == 4  # every section has a vector; KNN ranks them all
     assert [h.chunk_id for h in response.hits] == fusion.fused_ids([lexical, nearest], 4)

@@ -13,6 +13,7 @@ import pytest
 
 from config.loader import settings_from_mapping
 from pipeline import db, vectors
+from pipeline.embedded_text import document_text
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
 from tests.workers.cluster import Cluster, owned
@@ -52,9 +53,9 @@ def assert_every_chunk_has_its_own_vector(base: Path) -> int:
         ).fetchall()
     finally:
         conn.close()
-    for _, body, blob in rows:
+    for heading, body, blob in rows:
         assert blob is not None, f"no vector for {body!r}"
-        raw = hashed_vector(body, DIM)
+        raw = hashed_vector(document_text(body, heading), DIM)  # the breadcrumb recipe
         norm = math.sqrt(sum(x * x for x in raw))
         assert all(abs(a - b / norm) < 1e-5 for a, b in zip(vectors.from_blob(blob), raw))
     return len(rows)
