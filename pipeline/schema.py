@@ -361,11 +361,8 @@ def _codes_trigger_ddl() -> str:
 
 
 def create_vector_codes(conn: Connection) -> None:
-    """Create the quantised companions (int8 codes keyed by list then chunk, the centroids) and their trigger."""
-    conn.execute(
-        f"CREATE TABLE {CODES} (list INTEGER NOT NULL, chunk_id INTEGER NOT NULL, code BLOB NOT NULL,"
-        " PRIMARY KEY (list, chunk_id)) WITHOUT ROWID"
-    )
+    """Create the quantised companions (int8 codes keyed by list and chunk, the centroids) and their trigger."""
+    conn.execute(f"CREATE TABLE {CODES} (key INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, code BLOB NOT NULL)")
     conn.execute(f"CREATE INDEX {CODES_INDEX} ON {CODES}(chunk_id)")
     conn.execute(f"CREATE TABLE {CENTROIDS} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
     conn.execute(_codes_trigger_ddl())
@@ -397,7 +394,7 @@ def has_vector_codes(conn: Connection) -> bool:
 def create_code_staging(conn: Connection) -> None:
     """The temp table a companion build files codes into before writing them in key order."""
     conn.execute(f"DROP TABLE IF EXISTS {CODE_STAGING}")
-    conn.execute(f"CREATE TABLE {CODE_STAGING} (list INTEGER, chunk_id INTEGER, code BLOB)")
+    conn.execute(f"CREATE TABLE {CODE_STAGING} (key INTEGER, chunk_id INTEGER, code BLOB)")
 
 
 def drop_code_staging(conn: Connection) -> None:

@@ -3,20 +3,20 @@
 Brute-force KNN over chunks_vec costs ~45 ms per 100k chunks (sqlite-vec without SIMD), so large
 stores search in two steps. Every vector gets an int8 code (sqlite-vec's `vec_quantize_int8`,
 after scaling by a power of two so the store's coordinates fill the int8 range) filed under its
-nearest centroid: chunks_vec_i8 is a WITHOUT ROWID table keyed (list, chunk id), so one list is a
-contiguous run of pages. A query ranks the centroids, scans the int8 codes of the nearest lists
-(query.vector.probes: about PROBE_ROWS codes, however large the store) and re-scores the best of
-them exactly from chunks_vec. Codes are 384 bytes for 384 dimensions, a quarter of the float
-vector, and nothing else is copied: the vector tier stays under 1.3x the float vectors alone.
+nearest centroid: chunks_vec_i8 is keyed by list * LIST_SPAN + chunk id (its rowid, so codes
+written in key order fill their pages), so one list is a contiguous run of pages. A query ranks
+the centroids, scans the int8 codes of the nearest lists (query.vector.probes: about PROBE_ROWS
+codes, however large the store) and re-scores the best of them exactly from chunks_vec. Codes are
+384 bytes for 384 dimensions, a quarter of the float vector, and nothing else is copied.
 
 Centroids (chunks_vec_centroids, unit float32 vectors) come from a few rounds of spherical k-means
 over a sample of the store's vectors, one list per about LIST_SIZE vectors (at most MAX_CLUSTERS).
 A store with too few vectors has no centroid: all its codes sit in list 0 and a query scans them
 all. refresh() (every vector run, before its first write and when it finishes) trains again when
-the store has grown past four times the size the centroids were trained on, so lists stay about
-LIST_SIZE long; in between, each new vector joins its nearest list in the document's transaction.
-`SCHEME`, pinned in meta, names the encoding (a store built with another is rebuilt); the training
-state (vectors trained on, scale) is a JSON meta value. Names and DDL are pipeline/schema.py's.
+the store has grown past four times the size the centroids were trained on; in between, each new
+vector joins its nearest list in the document's transaction. `SCHEME`, pinned in meta, names the
+encoding (a store built with another is rebuilt); the training state (vectors trained on, lists,
+scale) is a JSON meta value. Names and DDL are pipeline/schema.py's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from pipeline.db import Connection
 
 SCHEME = "int8-ivf-1"
 LIST_SIZE = 4096  # vectors a list holds when the centroids are trained
-MAX_CLUSTERS = 256  # ranking the centroids and filing a vector cost one distance per centroid
+MAX_CLUSTERS = 128  # ranking the centroids and filing a vector cost one distance per centroid
+LIST_SPAN = 1 << 40  # a code's key is list * LIST_SPAN + chunk id
 GROWTH = 4  # train again once the store holds this many times the vectors the centroids saw
 SAMPLE_PER_CLUSTER = 64
 ROUNDS = 5  # k-means rounds over the sample
@@ -129,8 +130,8 @@ def insert(conn: Connection, rows: Iterable[tuple[int, bytes]]) -> None:
 
 
 def _insert_sql(table: str, factor: int) -> str:
-    return (f"INSERT INTO {table}(list, chunk_id, code) VALUES (coalesce((SELECT id FROM {schema.CENTROIDS}"
-            f" ORDER BY vec_distance_l2(centroid, ?1) LIMIT 1), 0), ?2, {code_sql('?1', factor)})")
+    return (f"INSERT INTO {table}(key, chunk_id, code) VALUES (coalesce((SELECT id FROM {schema.CENTROIDS}"
+            f" ORDER BY vec_distance_l2(centroid, ?1) LIMIT 1), 0) * {LIST_SPAN} + ?2, ?2, {code_sql('?1', factor)})")
 
 
 def _fill(conn: Connection, factor: int) -> int:
@@ -142,8 +143,8 @@ def _fill(conn: Connection, factor: int) -> int:
     while rows := cursor.fetchmany(_BATCH):
         conn.executemany(statement, [(bytes(blob), int(cid)) for cid, blob in rows])
         filled += len(rows)
-    conn.execute(f"INSERT INTO {schema.CODES}(list, chunk_id, code) SELECT list, chunk_id, code"
-                 f" FROM {schema.CODE_STAGING} ORDER BY list, chunk_id")
+    conn.execute(f"INSERT INTO {schema.CODES}(key, chunk_id, code) SELECT key, chunk_id, code"
+                 f" FROM {schema.CODE_STAGING} ORDER BY key")
     schema.drop_code_staging(conn)
     return filled
 

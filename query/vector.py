@@ -154,9 +154,11 @@ def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: 
             (to_blob(vector),))]
     else:
         nearest = [0]
+    span = vector_codes.LIST_SPAN
     best = [int(r[0]) for r in conn.execute(
-        f"SELECT chunk_id FROM {schema.CODES} WHERE list IN (SELECT value FROM json_each(?))"
-        f" ORDER BY vec_distance_l2(vec_int8(code), vec_int8(?)), chunk_id LIMIT {int(rescore * k)}",
+        f"SELECT c.chunk_id FROM json_each(?) AS l CROSS JOIN {schema.CODES} AS c"
+        f" ON c.key >= l.value * {span} AND c.key < (l.value + 1) * {span}"
+        f" ORDER BY vec_distance_l2(vec_int8(c.code), vec_int8(?)), c.chunk_id LIMIT {int(rescore * k)}",
         (json.dumps(nearest), code))]
     return _rescore(conn, vector, "SELECT value FROM json_each(?)", (json.dumps(best),), k)
 

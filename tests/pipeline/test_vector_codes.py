@@ -54,8 +54,10 @@ def _assert_in_step(store: Store) -> None:
     chunks = _chunk_ids(store)
     assert _ids(store, schema.VECTORS) == chunks
     assert _ids(store, schema.CODES) == chunks
-    codes = {cid: (lst, bytes(code)) for lst, cid, code in store.conn.execute(
-        f"SELECT list, chunk_id, code FROM {schema.CODES}")}
+    codes = {cid: (key // vector_codes.LIST_SPAN, bytes(code)) for key, cid, code in store.conn.execute(
+        f"SELECT key, chunk_id, code FROM {schema.CODES}")}
+    assert all(key % vector_codes.LIST_SPAN == cid for key, cid in store.conn.execute(
+        f"SELECT key, chunk_id FROM {schema.CODES}"))
     factor = vector_codes.state(store.conn).factor
     for cid, blob in store.conn.execute(f"SELECT chunk_id, embedding FROM {schema.VECTORS}"):
         want = store.conn.execute(f"SELECT {vector_codes.code_sql('?1', factor)}", (blob,)).fetchone()[0]
@@ -70,7 +72,7 @@ def test_a_code_is_the_int8_vector_scaled_by_a_power_of_two() -> None:
     assert list(array("b", one)) == [12, -26, 37, -57]  # (x + 1) * 255/2 - 128, truncated
     assert list(array("b", two)) == [24, -51, 75, -115]  # twice the resolution (float32 rounding)
     assert vector_codes.default_factor(384) == 2 and vector_codes.default_factor(4) == 1
-    assert vector_codes.clusters_for(1_000_000) == 244 and vector_codes.clusters_for(10**7) == vector_codes.MAX_CLUSTERS
+    assert vector_codes.clusters_for(1_000_000) == vector_codes.MAX_CLUSTERS == 128
     assert vector_codes.clusters_for(100_000) == 24 and vector_codes.clusters_for(1000) == 0
 
 
@@ -85,7 +87,7 @@ def test_training_files_each_vector_under_its_nearest_centroid(store: Store, mon
     _assert_in_step(store)
     store.apply(_doc("docs/new.md", 6))  # later writes join their nearest list
     _assert_in_step(store)
-    lists = [r[0] for r in store.conn.execute(f"SELECT list FROM {schema.CODES}")]
+    lists = [r[0] // vector_codes.LIST_SPAN for r in store.conn.execute(f"SELECT key FROM {schema.CODES}")]
     assert len(set(lists)) > 1 and 0 not in lists
 
 
