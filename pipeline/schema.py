@@ -363,9 +363,13 @@ def _codes_trigger_ddl() -> str:
 def create_vector_codes(conn: Connection) -> None:
     """Create the quantised companions (int8 codes keyed by list and chunk, the centroids) and their trigger."""
     conn.execute(f"CREATE TABLE {CODES} (key INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, code BLOB NOT NULL)")
-    conn.execute(f"CREATE INDEX {CODES_INDEX} ON {CODES}(chunk_id)")
     conn.execute(f"CREATE TABLE {CENTROIDS} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
     conn.execute(_codes_trigger_ddl())
+
+
+def index_vector_codes(conn: Connection) -> None:
+    """Index the codes by chunk id (for the delete trigger); created after a bulk fill, so its pages are full."""
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {CODES_INDEX} ON {CODES}(chunk_id)")
 
 
 def drop_vector_codes(conn: Connection) -> None:
@@ -386,9 +390,10 @@ def drop_legacy_vector_codes(conn: Connection) -> None:
 
 
 def has_vector_codes(conn: Connection) -> bool:
-    """Whether both companion tables and their trigger exist (their scheme is vector_codes' to judge)."""
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", (CODES, CENTROIDS, CODES_TRIGGER))
-    return {r[0] for r in rows} == {CODES, CENTROIDS, CODES_TRIGGER}
+    """Whether both companion tables, the codes' index and their trigger exist (the scheme is vector_codes')."""
+    wanted = {CODES, CODES_INDEX, CENTROIDS, CODES_TRIGGER}
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?)", tuple(wanted))
+    return {r[0] for r in rows} == wanted
 
 
 def create_code_staging(conn: Connection) -> None:

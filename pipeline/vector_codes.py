@@ -146,6 +146,7 @@ def _fill(conn: Connection, factor: int) -> int:
     conn.execute(f"INSERT INTO {schema.CODES}(key, chunk_id, code) SELECT key, chunk_id, code"
                  f" FROM {schema.CODE_STAGING} ORDER BY key")
     schema.drop_code_staging(conn)
+    schema.index_vector_codes(conn)
     return filled
 
 
