@@ -76,6 +76,7 @@ from config.settings import EmbeddingsSettings, Settings  # noqa: E402
 from pipeline import db, schema, vector_codes, vectors  # noqa: E402
 from pipeline.embedded_text import document_text  # noqa: E402
 from pipeline.embeddings import EmbeddingsClient  # noqa: E402
+from pipeline.store import Store  # noqa: E402
 from query import search as search_module  # noqa: E402
 from query import vector as vector_module  # noqa: E402
 from query.enumerate import enumerate_documents  # noqa: E402
@@ -129,6 +130,31 @@ def lexical_store(out: Path, chunks: int, seed: int) -> Path:
             stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")},
         )
         print(f"indexed {files} files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return base
+
+
+def vector_only_store(out: Path, chunks: int) -> Path:
+    """A store of `chunks` one-word sections in 13-section documents (KNN only).
+
+    For the vector tier's latency, bytes and reader RSS at sizes whose text would take too long to
+    index on a loaded machine: KNN reads chunks_vec, the companions and `max(id)` of chunks only.
+    """
+    base = out / f"vectors-only-{chunks}"
+    path = base / "knowledge" / "default" / "knowledge.db"
+    if path.exists():
+        return base
+    store = Store(path)
+    try:
+        with store.transaction() as conn:
+            for d in range(math.ceil(chunks / 13)):
+                n = min(13, chunks - 13 * d)
+                doc = conn.execute(
+                    "INSERT INTO documents(path, root, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
+                    " indexed_ns) VALUES (?, 'v', 't', '', 0, 0, ?, '', 0)", (f"v/{d}.md", n)).lastrowid
+                conn.executemany("INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash)"
+                                 " VALUES (?, ?, '', 'vector', '')", [(doc, i) for i in range(n)])
+    finally:
+        store.close()
     return base
 
 
@@ -554,6 +580,8 @@ def main() -> None:
     parser.add_argument("--knn-only", action="store_true", help="recall and KNN only, no search/match/MCP")
     parser.add_argument("--skip-match", action="store_true")
     parser.add_argument("--skip-exact", action="store_true", help="no hybrid search with exact KNN forced")
+    parser.add_argument("--vector-only", action="store_true", help="stores of one-word sections "
+                        "(bench/out/query/vectors-only-N): KNN, bytes and a KNN reader's RSS only")
     parser.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -562,13 +590,17 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for chunks in args.chunks:
-        base = build(args.out.resolve(), chunks, args.seed, args.embed_url, args.vectors_file)
+        if args.vector_only:
+            base = vector_only_store(args.out.resolve(), chunks)
+            add_vectors(base / "knowledge" / "default" / "knowledge.db", args.seed)
+        else:
+            base = build(args.out.resolve(), chunks, args.seed, args.embed_url, args.vectors_file)
         if args.clusters:
             retrain(base, args.clusters)
         docs, actual = chunk_count(base)
         settings = settings_from_mapping({}, store_base=base)
-        queries = sample_queries(settings, args.queries, args.seed)
-        keywords = keyword_queries(settings, args.queries, args.seed)
+        queries = sample_queries(settings, args.queries, args.seed) if not args.vector_only else []
+        keywords = keyword_queries(settings, args.queries, args.seed) if not args.vector_only else []
         embedded: dict[str, list[float]] | None = None
         if args.embed_url:
             texts = list(dict.fromkeys(queries + keywords))
@@ -581,7 +613,12 @@ def main() -> None:
         for n, lists in enumerate(args.lists):
             result.update(measure_knn(base, probes, args.recall_k, lists or None, timing=n == 0))
         print(json.dumps(result), flush=True)
-        if args.knn_only:
+        if args.vector_only:  # no text: "hybrid" is KNN, RRF and hydration over an empty lexical side
+            stand = [f"q{i}" for i in range(args.queries)]
+            result.update(vector_bytes(base))
+            result.update({k: v for k, v in measure_search(base, stand, None, False).items() if "hybrid" in k and v})
+            result["reader_rss"] = reader_rss(base, stand)
+        if args.knn_only or args.vector_only:
             results.append(result)
             continue
         result.update(vector_bytes(base))
