@@ -160,8 +160,8 @@ def _sample(conn: Connection, n: int, seed: int) -> list[list[float]]:
     picked = sorted(random.Random(seed).sample(ids, min(n, len(ids))))
     out: list[list[float]] = []
     for i in range(0, len(picked), _BATCH):
-        rows = conn.execute(f"SELECT embedding FROM {schema.VECTORS} WHERE chunk_id IN"
-                            " (SELECT value FROM json_each(?))", (json.dumps(picked[i : i + _BATCH]),))
+        rows = conn.execute(f"SELECT v.embedding FROM json_each(?) AS j CROSS JOIN {schema.VECTORS} AS v"
+                            " ON v.chunk_id = j.value", (json.dumps(picked[i : i + _BATCH]),))  # point reads
         out += [array("f", bytes(blob)).tolist() for (blob,) in rows]
     return out
 

@@ -114,14 +114,17 @@ def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN
             "the index pins a vector identity but has no vector table; run `knowledge index --reindex`"
         )
     chunks = "SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
-    if not vector_codes.ready(conn):
-        return _rescore(conn, vector, chunks, (allowed,), k)
+    if not vector_codes.ready(conn):  # one scan of chunks_vec, the allowed chunks scored
+        rows = conn.execute(
+            f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {schema.VECTORS} WHERE chunk_id IN ({chunks})"
+            f" ORDER BY d, chunk_id LIMIT {int(k)}", (to_blob(vector), allowed)).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
     code = _code(conn, vector)
     best = [int(r[0]) for r in conn.execute(
         f"SELECT chunk_id FROM {schema.CODES} WHERE chunk_id IN ({chunks})"
         f" ORDER BY vec_distance_l2(vec_int8(code), vec_int8(?)), chunk_id LIMIT {int(RESCORE * k)}",
         (allowed, code))]
-    return _rescore(conn, vector, "SELECT value FROM json_each(?)", (json.dumps(best),), k)
+    return _rescore(conn, vector, best, k)
 
 
 def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tuple[int, float]]:
@@ -160,7 +163,7 @@ def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: 
         f" ON c.key >= l.value * {span} AND c.key < (l.value + 1) * {span}"
         f" ORDER BY vec_distance_l2(vec_int8(c.code), vec_int8(?)), c.chunk_id LIMIT {int(rescore * k)}",
         (json.dumps(nearest), code))]
-    return _rescore(conn, vector, "SELECT value FROM json_each(?)", (json.dumps(best),), k)
+    return _rescore(conn, vector, best, k)
 
 
 def _code(conn: Connection, vector: list[float], factor: int | None = None) -> bytes:
@@ -169,12 +172,14 @@ def _code(conn: Connection, vector: list[float], factor: int | None = None) -> b
     return bytes(conn.execute(f"SELECT {vector_codes.code_sql('?1', factor)}", (to_blob(vector),)).fetchone()[0])
 
 
-def _rescore(conn: Connection, vector: list[float], ids_sql: str, params: tuple[str, ...],
-             k: int) -> list[tuple[int, float]]:
-    """The k of the chunks ids_sql names nearest the query by exact L2 over chunks_vec."""
+def _rescore(conn: Connection, vector: list[float], ids: list[int], k: int) -> list[tuple[int, float]]:
+    """The k of the chunks ids nearest the query by exact L2, one chunks_vec point read each.
+
+    (The join makes every read a vec0 point lookup; `chunk_id IN (...)` would scan all of chunks_vec.)
+    """
     rows = conn.execute(
-        f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {schema.VECTORS} WHERE chunk_id IN ({ids_sql})"
-        f" ORDER BY d, chunk_id LIMIT {int(k)}",
-        (to_blob(vector), *params),
+        f"SELECT v.chunk_id, vec_distance_l2(v.embedding, ?) AS d FROM json_each(?) AS j"
+        f" CROSS JOIN {schema.VECTORS} AS v ON v.chunk_id = j.value ORDER BY d, v.chunk_id LIMIT {int(k)}",
+        (to_blob(vector), json.dumps(ids)),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
