@@ -119,7 +119,9 @@ def install(conn: Connection, dimension: int) -> int:
         centroids = _kmeans(conn, sample, clusters)
         conn.executemany(f"INSERT INTO {schema.CENTROIDS}(id, centroid) VALUES (?, ?)",
                          [(i + 1, array("f", c).tobytes()) for i, c in enumerate(centroids)])
-    done = CodeState(total, clusters if sample else 0, factor)
+    # Untrained (no vector yet, e.g. a lexical store turning embeddings on) counts as trained on none, so the
+    # next refresh trains as soon as the store is large enough.
+    done = CodeState(total if sample else 0, clusters if sample else 0, factor)
     schema.write_meta(conn, {schema.VECTOR_CODES_KEY: SCHEME, schema.VECTOR_CODES_STATE_KEY: done.to_meta()})
     return _fill(conn, factor)
 

@@ -171,3 +171,20 @@ def test_another_identity_recreates_the_companions_empty_at_its_dimension(store:
         assert vectors.install(conn, other) is True
     assert vector_codes.ready(store.conn)
     assert _ids(store, schema.CODES) == []
+
+
+def test_lists_are_trained_once_vectors_exist_even_when_the_chunks_came_first(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 4)
+    store.vector_hook = None  # a lexical store: chunks, no vectors
+    store.apply(_doc("docs/a.md", 20))
+    with store.transaction() as conn:
+        vector_codes.install(conn, 4)  # embeddings turned on: nothing to train on yet
+    assert vector_codes.state(store.conn).clusters == 0 and vector_codes.state(store.conn).trained == 0
+    store.vector_hook = vectors.VectorWriter(reuse=False)
+    store.apply(_doc("docs/a.md", 20, seed=1))
+    with store.transaction() as conn:
+        assert vector_codes.refresh(conn, 4) == 20
+    assert vector_codes.state(store.conn).clusters == 5
+    _assert_in_step(store)
