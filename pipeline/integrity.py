@@ -297,16 +297,14 @@ def _vectors(conn: Connection) -> tuple[list[Finding], str]:
         docs = len(vectors.missing_vector_paths(conn))
         found.append(Finding("vectors", schema.VECTORS, f"{missing} sections in {docs} documents have no vector",
                              INDEX))
-    for companion in (schema.CODES, schema.FLOATS):
-        if companion not in names:
-            continue
-        stray = count(conn, f"SELECT count(*) FROM {companion} WHERE chunk_id NOT IN"
+    if schema.CODES in names:
+        stray = count(conn, f"SELECT count(*) FROM {schema.CODES} WHERE chunk_id NOT IN"
                              f" (SELECT chunk_id FROM {schema.VECTORS})")
         lacking = count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN"
-                               f" (SELECT chunk_id FROM {companion})")
+                               f" (SELECT chunk_id FROM {schema.CODES})")
         if stray or lacking:
-            found.append(Finding("vectors", companion,
-                                 f"{stray} rows without a vector and {lacking} vectors without a row", REBUILD))
+            found.append(Finding("vectors", schema.CODES,
+                                 f"{stray} codes without a vector and {lacking} vectors without a code", REBUILD))
     return found, "every section has exactly one vector"
 
 

@@ -112,16 +112,15 @@ def _repair_vectors(conn: Connection, names: set[str]) -> list[str]:
     ).rowcount
     if orphans:
         actions.append(f"dropped {orphans} vectors that belonged to no section")
-    if {schema.CODES, schema.FLOATS} & names:
+    if {schema.CODES, schema.CENTROIDS} & names:
         pinned = vectors.pinned_identity(schema.read_meta(conn))
-        out_of_step = any(
+        c = schema.CODES
+        out_of_step = c not in names or not vector_codes.ready(conn) or bool(
             count(conn, f"SELECT count(*) FROM {c} WHERE chunk_id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
-            or count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT chunk_id FROM {c})")
-            for c in (schema.CODES, schema.FLOATS) if c in names
-        ) or not vector_codes.ready(conn)
+            or count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT chunk_id FROM {c})"))
         if out_of_step and pinned is not None:
             filled = vector_codes.install(conn, pinned.dimension)
-            actions.append(f"refilled {schema.CODES} and {schema.FLOATS} from {filled} vectors")
+            actions.append(f"refilled {schema.CODES} from {filled} vectors")
     missing = vectors.missing_vector_paths(conn)
     if missing:
         actions.append(f"left {len(missing)} documents with sections lacking a vector for the next "

@@ -4,8 +4,8 @@ documents and chunks are the content; three FTS5 tables index chunks (porter for
 words for vocabulary and prefixes, trigram over CJK runs), all kept in step by triggers; meta holds
 the format version, the vector identity and the vector code scheme. The vector tables (sqlite-vec)
 exist only once a vector run installed them: chunks_vec holds one float32 vector per chunk, and its
-quantised companions (pipeline/vector_codes.py) a code and a float copy per chunk; triggers delete
-a chunk's rows with the chunk, because vec0 has no foreign keys. A read-only connection gets its
+quantised companions (pipeline/vector_codes.py) an int8 code per chunk filed under a centroid's list;
+triggers delete a chunk's rows with the chunk, because vec0 has no foreign keys. A read-only connection gets its
 temp fts5vocab views when it is opened (READER_TEMP_DDL, INSTANCES_DDL), so no reader ever writes.
 Everything else asks this module for names, DDL, meta values and which objects exist.
 """
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline.db import Connection
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # Format 1 stored paths as walked (relative to the working directory of the run); the writer of a
 # run migrates it to format 2's one spelling per file (pipeline/paths.py, Store._migrate_paths).
 PATHS_AS_WALKED = 1
@@ -27,6 +27,12 @@ PATHS_AS_WALKED = 1
 WITHOUT_FIELDS = 2
 # What format 2 lacks, added by Store._migrate_fields (ensure() then creates document_fields).
 FIELDS_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN fields TEXT"
+# Format 3 kept a float copy of every vector beside bit codes (chunks_vec_bits, chunks_vec_f32); the
+# writer of a run migrates it to format 4 by dropping both (Store._migrate_vector_tier), and the
+# run's vector step files int8 codes from chunks_vec: nothing is embedded again.
+FLOAT_COPIES = 3
+LEGACY_CODE_TABLES = ("chunks_vec_bits", "chunks_vec_f32")
+LEGACY_CODES_TRIGGER = "chunks_vec_bits_ad"
 
 TABLES = ("meta", "documents", "document_fields", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk",
           "chunks_vocab")
@@ -45,6 +51,7 @@ QUERY_PREFIX_KEY = "query_prefix"
 DOCUMENT_PREFIX_KEY = "document_prefix"
 DOCUMENT_RECIPE_KEY = "document_recipe"  # how a section's text was embedded (pipeline/embedded_text.py)
 VECTOR_CODES_KEY = "vector_codes"
+VECTOR_CODES_STATE_KEY = "vector_codes_state"  # JSON: the vectors the centroids were trained on, their count, scale
 # The identity of a shadow vector build under way (pipeline/shadow.py): the same fields, prefixed.
 NEXT_KEY_PREFIX = "next_"
 NEXT_KEYS = tuple(NEXT_KEY_PREFIX + key for key in (MODEL_KEY, DIMENSION_KEY, NORMALIZED_KEY, QUERY_PREFIX_KEY,
@@ -53,9 +60,13 @@ NEXT_KEYS = tuple(NEXT_KEY_PREFIX + key for key in (MODEL_KEY, DIMENSION_KEY, NO
 # The vector tables and their delete triggers.
 VECTORS = "chunks_vec"
 VECTORS_TRIGGER = "chunks_vec_ad"
-CODES = "chunks_vec_bits"
-FLOATS = "chunks_vec_f32"
-CODES_TRIGGER = "chunks_vec_bits_ad"
+CODES = "chunks_vec_i8"
+CODES_INDEX = "chunks_vec_i8_chunk"
+CENTROIDS = "chunks_vec_centroids"
+CODES_TRIGGER = "chunks_vec_i8_ad"
+# Scratch tables the writer builds the companions with (pipeline/vector_codes.py), dropped after.
+CODE_STAGING = "temp.chunks_vec_i8_staging"
+CENTROID_SCRATCH = "temp.chunks_vec_centroids_scratch"
 # The shadow vector table a model switch fills while chunks_vec keeps serving (pipeline/shadow.py).
 NEXT_VECTORS = "chunks_vec_next"
 NEXT_VECTORS_TRIGGER = "chunks_vec_next_ad"
@@ -205,11 +216,8 @@ def ensure_vector_triggers(conn: Connection) -> list[str]:
             f"DELETE FROM {VECTORS} WHERE chunk_id = old.id; END"
         )
         restored.append(VECTORS_TRIGGER)
-    if {CODES, FLOATS} <= names and CODES_TRIGGER not in names:
-        conn.execute(
-            f"CREATE TRIGGER {CODES_TRIGGER} AFTER DELETE ON chunks BEGIN "
-            f"DELETE FROM {CODES} WHERE chunk_id = old.id; DELETE FROM {FLOATS} WHERE chunk_id = old.id; END"
-        )
+    if {CODES, CENTROIDS} <= names and CODES_TRIGGER not in names:
+        conn.execute(_codes_trigger_ddl())
         restored.append(CODES_TRIGGER)
     if NEXT_VECTORS in names and NEXT_VECTORS_TRIGGER not in names:
         conn.execute(_next_trigger_ddl())
@@ -223,7 +231,7 @@ def expected_triggers(conn: Connection) -> list[str]:
     wanted = list(TRIGGERS)
     if VECTORS in names:
         wanted.append(VECTORS_TRIGGER)
-    if {CODES, FLOATS} & names:
+    if {CODES, CENTROIDS} & names:
         wanted.append(CODES_TRIGGER)
     if NEXT_VECTORS in names:
         wanted.append(NEXT_VECTORS_TRIGGER)
@@ -281,6 +289,11 @@ def check(conn: Connection, db_path: object) -> None:
         raise StoreFormatError(
             f"{db_path} has format {version}, which kept no front-matter fields; run `knowledge index` once "
             "to migrate it (only files that begin with front matter are read again)"
+        )
+    if version == FLOAT_COPIES:
+        raise StoreFormatError(
+            f"{db_path} has format {version}, which kept a float copy of every vector; run `knowledge index` "
+            "once to migrate it (nothing is read or embedded again)"
         )
     if version == FORMAT_VERSION and missing and not set(missing) & set(CONTENT_TABLES):
         raise StoreDamaged(
@@ -342,31 +355,67 @@ def drop_vectors(conn: Connection) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {VECTORS}")
 
 
-def create_vector_codes(conn: Connection, bits: int) -> None:
-    """Create the quantised companions (codes of bits bits, partitioned; float copies) and their trigger."""
-    conn.execute(
-        f"CREATE VIRTUAL TABLE {CODES} USING vec0(chunk_id INTEGER PRIMARY KEY,"
-        f" part INTEGER PARTITION KEY, code bit[{int(bits)}])"
-    )
-    conn.execute(f"CREATE TABLE {FLOATS} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
-    conn.execute(
-        f"CREATE TRIGGER {CODES_TRIGGER} AFTER DELETE ON chunks BEGIN "
-        f"DELETE FROM {CODES} WHERE chunk_id = old.id; DELETE FROM {FLOATS} WHERE chunk_id = old.id; END"
-    )
+def _codes_trigger_ddl() -> str:
+    return (f"CREATE TRIGGER IF NOT EXISTS {CODES_TRIGGER} AFTER DELETE ON chunks BEGIN "
+            f"DELETE FROM {CODES} WHERE chunk_id = old.id; END")
+
+
+def create_vector_codes(conn: Connection) -> None:
+    """Create the quantised companions (int8 codes keyed by list and chunk, the centroids) and their trigger."""
+    conn.execute(f"CREATE TABLE {CODES} (key INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, code BLOB NOT NULL)")
+    conn.execute(f"CREATE TABLE {CENTROIDS} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
+    conn.execute(_codes_trigger_ddl())
+
+
+def index_vector_codes(conn: Connection) -> None:
+    """Index the codes by chunk id (for the delete trigger); created after a bulk fill, so its pages are full."""
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {CODES_INDEX} ON {CODES}(chunk_id)")
 
 
 def drop_vector_codes(conn: Connection) -> None:
-    """Drop both companion tables, their trigger and their scheme (inside the caller's transaction)."""
+    """Drop the companion tables, their trigger, scheme and state (inside the caller's transaction)."""
     conn.execute(f"DROP TRIGGER IF EXISTS {CODES_TRIGGER}")
     conn.execute(f"DROP TABLE IF EXISTS {CODES}")
-    conn.execute(f"DROP TABLE IF EXISTS {FLOATS}")
+    conn.execute(f"DROP TABLE IF EXISTS {CENTROIDS}")
+    delete_meta(conn, VECTOR_CODES_KEY)
+    delete_meta(conn, VECTOR_CODES_STATE_KEY)
+
+
+def drop_legacy_vector_codes(conn: Connection) -> None:
+    """Drop format 3's bit codes, float copies and their trigger (inside the caller's transaction)."""
+    conn.execute(f"DROP TRIGGER IF EXISTS {LEGACY_CODES_TRIGGER}")
+    for table in LEGACY_CODE_TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
     delete_meta(conn, VECTOR_CODES_KEY)
 
 
 def has_vector_codes(conn: Connection) -> bool:
-    """Whether both companion tables and their trigger exist (their scheme is vector_codes' to judge)."""
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", (CODES, FLOATS, CODES_TRIGGER))
-    return {r[0] for r in rows} == {CODES, FLOATS, CODES_TRIGGER}
+    """Whether both companion tables, the codes' index and their trigger exist (the scheme is vector_codes')."""
+    wanted = {CODES, CODES_INDEX, CENTROIDS, CODES_TRIGGER}
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?)", tuple(wanted))
+    return {r[0] for r in rows} == wanted
+
+
+def create_code_staging(conn: Connection) -> None:
+    """The temp table a companion build files codes into before writing them in key order."""
+    conn.execute(f"DROP TABLE IF EXISTS {CODE_STAGING}")
+    conn.execute(f"CREATE TABLE {CODE_STAGING} (key INTEGER, chunk_id INTEGER, code BLOB)")
+
+
+def drop_code_staging(conn: Connection) -> None:
+    """Drop the staging table."""
+    conn.execute(f"DROP TABLE IF EXISTS {CODE_STAGING}")
+
+
+def create_centroid_scratch(conn: Connection) -> None:
+    """The temp table k-means keeps its current centroids in."""
+    conn.execute(f"DROP TABLE IF EXISTS {CENTROID_SCRATCH}")
+    conn.execute(f"CREATE TABLE {CENTROID_SCRATCH} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
+
+
+def drop_centroid_scratch(conn: Connection) -> None:
+    """Drop the k-means scratch table."""
+    conn.execute(f"DROP TABLE IF EXISTS {CENTROID_SCRATCH}")
 
 
 def _next_trigger_ddl() -> str:

@@ -52,6 +52,8 @@ class Store:
             self._migrate_paths(base)
         if base is not None and schema.format_version(self.conn) == schema.WITHOUT_FIELDS:
             self._migrate_fields()
+        if base is not None and schema.format_version(self.conn) == schema.FLOAT_COPIES:
+            self._migrate_vector_tier()
         schema.check(self.conn, db_path)
         integrity.preflight(self.conn, db_path)
         # With embeddings: an object with stored(conn, doc_id) -> {text_hash: vector}, called before a
@@ -102,6 +104,17 @@ class Store:
                 " (SELECT document_id FROM chunks WHERE ordinal = 0 AND heading_path = ''"
                 " AND (body LIKE '---%' OR body LIKE '+++%'))"
             )
+            schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.FLOAT_COPIES)})
+
+    def _migrate_vector_tier(self) -> None:
+        """Format 3 kept a float copy of every vector beside bit codes; drop both (format 4).
+
+        chunks_vec is kept as it is: the run's vector step (pipeline.vectors.install) files the int8
+        codes from it, so nothing is read or embedded again. A lexical run leaves the codes to the
+        next vector run; until then queries use exact KNN.
+        """
+        with self.transaction() as conn:
+            schema.drop_legacy_vector_codes(conn)
             schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.FORMAT_VERSION)})
 
     def close(self) -> None:

@@ -10,9 +10,9 @@ current one. Queries do not depend on it.
 chunks_vec (sqlite-vec vec0, one float32 row per chunk, keyed by chunk id; its DDL and meta keys
 are pipeline/schema.py's) exists only once embeddings were configured; a trigger deletes a
 chunk's vector with the chunk, because vec0 has no upsert and no foreign keys. A chunk whose text
-hash is unchanged keeps its stored vector. Beside it, pipeline.vector_codes keeps quantised codes
-and float copies for fast KNN on large stores, written in the same transaction; install() creates
-and fills them for a store that lacks them.
+hash is unchanged keeps its stored vector. Beside it, pipeline.vector_codes keeps an int8 code per
+vector in inverted lists for fast KNN on large stores, written in the same transaction; install()
+creates, fills and retrains them.
 """
 
 from __future__ import annotations
@@ -267,13 +267,12 @@ def install(conn: Connection, identity: VectorIdentity) -> bool:
 
     Returns True when the table was (re)created. Recreating drops every stored vector: the
     planner only lets that happen under `--reindex` or when no identity was pinned. The quantised
-    companions (pipeline.vector_codes) are created too, and filled from chunks_vec when a store
-    written before them, or with another encoding, lacks them.
+    companions (pipeline.vector_codes) are created too, filled from chunks_vec when a store lacks
+    them (or has another encoding) and trained again when the store outgrew their centroids.
     """
     exists = has_table(conn)
     if exists and pinned_identity(schema.read_meta(conn)) == identity:
-        if not vector_codes.ready(conn):
-            vector_codes.install(conn, identity.dimension)
+        vector_codes.refresh(conn, identity.dimension)
         return False
     schema.drop_vector_codes(conn)
     schema.drop_vectors(conn)

@@ -5,15 +5,16 @@ configuration that differs from it is a hard error naming `--reindex`, never a d
 ranking would be wrong rather than narrower.
 
 KNN is exact brute force over chunks_vec on small stores (~5 ms at 10k chunks). From EXACT_BELOW
-chunks on, when the store has the quantised companions (pipeline.vector_codes), each of the 16 code
-partitions names its PER_PARTITION nearest codes by hamming distance and those candidates are
-re-scored with their exact float vectors: the exact top k whenever the candidates hold it, in about
-a third of the brute-force time at 100k chunks. Stores without the companions stay exact.
+chunks on, when the store has the quantised companions (pipeline.vector_codes), the query ranks the
+centroids, scans the int8 codes of the nearest lists (about PROBE_ROWS codes, whatever the store's
+size) and re-scores the RESCORE * k best of them exactly from chunks_vec: the exact top k whenever
+those hold it. Stores without the companions stay exact.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -35,8 +36,11 @@ from pipeline.vectors import (
 KNN_K = 50
 # Below this many chunk ids brute force is as fast as the quantised path (both ~5 ms at 10k) and exact.
 EXACT_BELOW = 15_000
-# Candidates each code partition names; 16 partitions x 50 = 800 candidates re-scored exactly.
-PER_PARTITION = 50
+# Codes a query scans: the lists nearest the query until about this many (every list of a smaller store).
+PROBE_ROWS = 48_000
+MIN_PROBES = 4
+# The RESCORE * k codes nearest the query are re-scored with their float vectors.
+RESCORE = 2
 # A search must answer promptly: one quick retry of a transient failure, then degrade to lexical.
 QUERY_RETRY = RetryPolicy(attempts=2, initial_wait=0.1, max_wait=0.5)
 
@@ -102,21 +106,25 @@ def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
 def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN_K) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) of the k nearest chunks of the allowed documents (a JSON array of ids).
 
-    Exact: each allowed chunk's vector is scored (from the float copies when the quantised
-    companions exist, else from chunks_vec), so a filter never starves the top k.
+    Every allowed chunk is scored (by its int8 code when the quantised companions exist, the best
+    RESCORE * k of them then exactly; else exactly from chunks_vec), so a filter never starves the top k.
     """
     if not has_table(conn):
         raise VectorIdentityMismatch(
             "the index pins a vector identity but has no vector table; run `knowledge index --reindex`"
         )
-    table = schema.FLOATS if vector_codes.ready(conn) else schema.VECTORS
-    rows = conn.execute(
-        f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {table} WHERE chunk_id IN"
-        " (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
-        f" ORDER BY d, chunk_id LIMIT {int(k)}",
-        (to_blob(vector), allowed),
-    ).fetchall()
-    return [(int(r[0]), float(r[1])) for r in rows]
+    chunks = "SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
+    if not vector_codes.ready(conn):  # one scan of chunks_vec, the allowed chunks scored
+        rows = conn.execute(
+            f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {schema.VECTORS} WHERE chunk_id IN ({chunks})"
+            f" ORDER BY d, chunk_id LIMIT {int(k)}", (to_blob(vector), allowed)).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+    code = _code(conn, vector)
+    best = [int(r[0]) for r in conn.execute(
+        f"SELECT chunk_id FROM {schema.CODES} WHERE chunk_id IN ({chunks})"
+        f" ORDER BY vec_distance_l2(vec_int8(code), vec_int8(?)), chunk_id LIMIT {int(RESCORE * k)}",
+        (allowed, code))]
+    return _rescore(conn, vector, best, k)
 
 
 def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tuple[int, float]]:
@@ -128,18 +136,50 @@ def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tup
     return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda row: (row[1], row[0]))
 
 
-def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K,
-                  per_partition: int = PER_PARTITION) -> list[tuple[int, float]]:
-    """Hamming candidates from every code partition, re-scored with their float vectors (needs the companions)."""
-    code = vector_codes.encode(vector)
-    candidates: list[int] = []
-    for part in range(vector_codes.PARTITIONS):
-        candidates += [r[0] for r in conn.execute(
-            f"SELECT chunk_id FROM {schema.CODES} WHERE code MATCH vec_bit(?) AND k = {int(per_partition)}"
-            " AND part = ?", (code, part))]
+def probes(clusters: int, size: int) -> int:
+    """Lists a query scans in a store of `size` chunks filed in `clusters` lists: about PROBE_ROWS codes."""
+    return min(clusters, max(MIN_PROBES, math.ceil(PROBE_ROWS * clusters / max(1, size))))
+
+
+def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: int | None = None,
+                  rescore: int = RESCORE) -> list[tuple[int, float]]:
+    """The int8 codes of the `lists` lists nearest the query (default probes()), the best re-scored exactly.
+
+    Needs the companions. A store whose centroids are not trained yet keeps every code in list 0.
+    """
+    state = vector_codes.state(conn)
+    code = _code(conn, vector, state.factor)
+    if state.clusters:
+        size = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
+        wanted = probes(state.clusters, size) if lists is None else lists
+        nearest = [int(r[0]) for r in conn.execute(
+            f"SELECT id FROM {schema.CENTROIDS} ORDER BY vec_distance_l2(centroid, ?) LIMIT {int(wanted)}",
+            (to_blob(vector),))]
+    else:
+        nearest = [0]
+    span = vector_codes.LIST_SPAN
+    best = [int(r[0]) for r in conn.execute(
+        f"SELECT c.chunk_id FROM json_each(?) AS l CROSS JOIN {schema.CODES} AS c"
+        f" ON c.key >= l.value * {span} AND c.key < (l.value + 1) * {span}"
+        f" ORDER BY vec_distance_l2(vec_int8(c.code), vec_int8(?)), c.chunk_id LIMIT {int(rescore * k)}",
+        (json.dumps(nearest), code))]
+    return _rescore(conn, vector, best, k)
+
+
+def _code(conn: Connection, vector: list[float], factor: int | None = None) -> bytes:
+    """The query's int8 code, made the way the store's codes were."""
+    factor = vector_codes.state(conn).factor if factor is None else factor
+    return bytes(conn.execute(f"SELECT {vector_codes.code_sql('?1', factor)}", (to_blob(vector),)).fetchone()[0])
+
+
+def _rescore(conn: Connection, vector: list[float], ids: list[int], k: int) -> list[tuple[int, float]]:
+    """The k of the chunks ids nearest the query by exact L2, one chunks_vec point read each.
+
+    (The join makes every read a vec0 point lookup; `chunk_id IN (...)` would scan all of chunks_vec.)
+    """
     rows = conn.execute(
-        f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {schema.FLOATS}"
-        f" WHERE chunk_id IN (SELECT value FROM json_each(?)) ORDER BY d, chunk_id LIMIT {int(k)}",
-        (to_blob(vector), json.dumps(candidates)),
+        f"SELECT v.chunk_id, vec_distance_l2(v.embedding, ?) AS d FROM json_each(?) AS j"
+        f" CROSS JOIN {schema.VECTORS} AS v ON v.chunk_id = j.value ORDER BY d, v.chunk_id LIMIT {int(k)}",
+        (to_blob(vector), json.dumps(ids)),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]

@@ -27,11 +27,12 @@ from typing import Any, Self
 
 from config.errors import EmbeddingError, VectorIdentityMismatch
 from config.observability import tracer
-from pipeline import db, schema
+from pipeline import db, schema, vector_codes
 from pipeline.embeddings import EmbeddingsClient, RetryPolicy
 from pipeline.vectors import (
     VectorPlan,
     VectorWriter,
+    has_table,
     install,
     mismatch,
     pinned_identity,
@@ -245,6 +246,19 @@ def prepare_writer(runtime: Runtime, run_id: str) -> None:
             install(conn, plan.identity)
         store.vector_hook = VectorWriter(reuse=plan.reuse)
     runtime.prepared_runs.add(run_id)
+
+
+def refresh_codes(runtime: Runtime, run_id: str) -> None:
+    """In the writer, when a vector run finishes: file codes for a store that had none, retrain outgrown lists.
+
+    A first run starts from an empty store, so its centroids are trained here, on what it wrote.
+    """
+    plan = run_plan(runtime, run_id)
+    if plan is None:
+        return
+    with runtime.writer_store().transaction() as conn:
+        if has_table(conn) and pinned_identity(schema.read_meta(conn)) == plan.identity:
+            vector_codes.refresh(conn, plan.identity.dimension)
 
 
 class _StoredVectors:

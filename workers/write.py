@@ -61,6 +61,7 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
         with tracer().start_as_current_span("prune", attributes={"knowledge.run_id": run_id}) as span:
             removed = len(store.remove(ledger.removals(run_id)))
             span.set_attribute("knowledge.removed", removed)
+        embed.refresh_codes(runtime, run_id)
         files, chunks = store.totals()
     except (KnowledgeError, DatabaseError) as exc:
         ledger.finish(run_id, "failed", removed, 0, 0, f"prune failed: {exc}")

@@ -131,7 +131,7 @@ def integrity_problems(db_path: Path) -> list[str]:
             lacking = count(f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
             if stray or lacking:
                 problems.append(f"{schema.VECTORS}: {stray} vectors without a chunk, {lacking} chunks without one")
-            for companion in (schema.CODES, schema.FLOATS):
+            for companion in (schema.CODES,):
                 if companion in names:
                     apart = count(f"SELECT count(*) FROM (SELECT chunk_id FROM {companion} EXCEPT SELECT chunk_id"
                                   f" FROM {schema.VECTORS} UNION ALL SELECT chunk_id FROM {schema.VECTORS}"

@@ -1,15 +1,15 @@
-"""The quantised companions of chunks_vec: thermometer codes and float copies, kept in step with chunks."""
+"""The quantised companions of chunks_vec: int8 codes filed under their nearest centroid, kept in step with chunks."""
 
 from __future__ import annotations
 
-import math
 import random
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pipeline import schema, vector_codes, vectors
+from pipeline import db, schema, vector_codes, vectors
 from pipeline.chunker import chunk_text
 from pipeline.models import Document
 from pipeline.store import Store
@@ -44,41 +44,68 @@ def _chunk_ids(store: Store) -> list[int]:
     return sorted(r[0] for r in store.conn.execute("SELECT id FROM chunks"))
 
 
+def _nearest(store: Store, blob: bytes) -> int:
+    row = store.conn.execute(f"SELECT id FROM {schema.CENTROIDS} ORDER BY vec_distance_l2(centroid, ?) LIMIT 1",
+                             (blob,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def _assert_in_step(store: Store) -> None:
     chunks = _chunk_ids(store)
     assert _ids(store, schema.VECTORS) == chunks
     assert _ids(store, schema.CODES) == chunks
-    assert _ids(store, schema.FLOATS) == chunks
-    floats = dict(store.conn.execute(f"SELECT chunk_id, embedding FROM {schema.FLOATS}"))
+    codes = {cid: (key // vector_codes.LIST_SPAN, bytes(code)) for key, cid, code in store.conn.execute(
+        f"SELECT key, chunk_id, code FROM {schema.CODES}")}
+    assert all(key % vector_codes.LIST_SPAN == cid for key, cid in store.conn.execute(
+        f"SELECT key, chunk_id FROM {schema.CODES}"))
+    factor = vector_codes.state(store.conn).factor
     for cid, blob in store.conn.execute(f"SELECT chunk_id, embedding FROM {schema.VECTORS}"):
-        assert floats[cid] == blob
-    for cid, part, code in store.conn.execute(f"SELECT chunk_id, part, code FROM {schema.CODES}"):
-        assert part == cid % vector_codes.PARTITIONS
-        assert code == vector_codes.encode(vectors.from_blob(floats[cid]))
+        want = store.conn.execute(f"SELECT {vector_codes.code_sql('?1', factor)}", (blob,)).fetchone()[0]
+        assert codes[cid] == (_nearest(store, blob), want)
 
 
-def _levels(vector: list[float]) -> list[int]:
-    code = vector_codes.encode(vector)
-    nibbles = [n for byte in code for n in (byte & 0xF, byte >> 4)]
-    return [bin(n).count("1") for n in nibbles][: len(vector)]
+def test_a_code_is_the_int8_vector_scaled_by_a_power_of_two() -> None:
+    conn = db.memory_connection()
+    blob = vectors.to_blob([0.1, -0.2, 0.3, -0.45])
+    one = bytes(conn.execute(f"SELECT {vector_codes.code_sql('?1', 1)}", (blob,)).fetchone()[0])
+    two = bytes(conn.execute(f"SELECT {vector_codes.code_sql('?1', 2)}", (blob,)).fetchone()[0])
+    assert list(array("b", one)) == [12, -26, 37, -57]  # (x + 1) * 255/2 - 128, truncated
+    assert list(array("b", two)) == [24, -51, 75, -115]  # twice the resolution (float32 rounding)
+    assert vector_codes.default_factor(384) == 2 and vector_codes.default_factor(4) == 1
+    assert vector_codes.clusters_for(1_000_000) == vector_codes.MAX_CLUSTERS == 128
+    assert vector_codes.clusters_for(100_000) == 24 and vector_codes.clusters_for(1000) == 0
 
 
-def test_a_code_gives_each_dimension_a_level_from_zero_to_four_around_zero() -> None:
-    step = vector_codes.STEP / math.sqrt(4)  # 0.25 for four dimensions
-    assert _levels([-1.0, -0.3, -0.1, 0.2]) == [0, 1, 2, 3]  # thresholds -0.375, -0.125, 0.125, 0.375
-    assert _levels([0.4, 1.0, 0.1, -0.1]) == [4, 4, 2, 2]
-    assert _levels([-1.5 * step, 1.5 * step - 1e-9, 0.0, 0.0])[:2] == [1, 3]
-    assert len(vector_codes.encode([0.0] * 384)) * 8 == vector_codes.code_bits(384) == 1536
-    assert len(vector_codes.encode([0.0] * 3)) * 8 == vector_codes.code_bits(3) == 16  # odd: padded
+def test_training_files_each_vector_under_its_nearest_centroid(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    for n in range(8):
+        store.apply(_doc(f"docs/{n}.md", 10))
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 10)
+    with store.transaction() as conn:
+        assert vector_codes.install(conn, 4) == 80
+    assert vector_codes.state(store.conn) == vector_codes.CodeState(80, 8, vector_codes.state(store.conn).factor)
+    assert store.conn.execute(f"SELECT count(*) FROM {schema.CENTROIDS}").fetchone()[0] == 8
+    _assert_in_step(store)
+    store.apply(_doc("docs/new.md", 6))  # later writes join their nearest list
+    _assert_in_step(store)
+    lists = [r[0] // vector_codes.LIST_SPAN for r in store.conn.execute(f"SELECT key FROM {schema.CODES}")]
+    assert len(set(lists)) > 1 and 0 not in lists
 
 
-def test_the_hamming_distance_of_two_codes_is_the_l1_distance_of_their_levels() -> None:
-    rng = random.Random(3)
-    for _ in range(50):
-        a = [rng.gauss(0, 0.1) for _ in range(16)]
-        b = [rng.gauss(0, 0.1) for _ in range(16)]
-        hamming = sum(bin(x ^ y).count("1") for x, y in zip(vector_codes.encode(a), vector_codes.encode(b)))
-        assert hamming == sum(abs(x - y) for x, y in zip(_levels(a), _levels(b)))
+def test_a_store_that_outgrew_its_centroids_is_trained_again(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 4)
+    store.apply(_doc("docs/a.md", 20))
+    with store.transaction() as conn:
+        assert vector_codes.refresh(conn, 4) == 20  # was untrained: 5 lists
+        assert vector_codes.refresh(conn, 4) is None  # in step
+    for n in range(3):
+        store.apply(_doc(f"docs/{n}.md", 20))
+    with store.transaction() as conn:
+        assert vector_codes.refresh(conn, 4) is None  # 80 vectors: not more than four times the 20 trained on
+    store.apply(_doc("docs/last.md", 20))
+    with store.transaction() as conn:
+        assert vector_codes.refresh(conn, 4) == 100
+    assert vector_codes.state(store.conn).clusters == 25
+    _assert_in_step(store)
 
 
 def test_installing_creates_the_companions_and_every_write_fills_them(store: Store) -> None:
@@ -98,7 +125,7 @@ def test_updated_and_removed_documents_leave_no_orphan_codes_or_copies(store: St
     store.remove(["docs/a.md"])
     _assert_in_step(store)
     store.remove(["docs/b.md"])
-    assert _ids(store, schema.CODES) == [] and _ids(store, schema.FLOATS) == []
+    assert _ids(store, schema.CODES) == []
 
 
 def test_a_failed_document_writes_no_code_either(store: Store) -> None:
@@ -126,7 +153,7 @@ def test_a_store_written_before_the_companions_gets_them_filled_by_the_next_inst
 def test_companions_of_another_encoding_are_rebuilt_not_written_to(store: Store) -> None:
     store.apply(_doc("docs/a.md", 3))
     with store.transaction() as conn:
-        conn.execute("UPDATE meta SET value = 'thermometer-8-step0.25-partitions4' WHERE key = ?",
+        conn.execute("UPDATE meta SET value = 'thermometer-4-step0.5-partitions16' WHERE key = ?",
                      (schema.VECTOR_CODES_KEY,))
     assert not vector_codes.ready(store.conn)
     store.apply(_doc("docs/b.md", 2))  # written to chunks_vec only
@@ -143,6 +170,21 @@ def test_another_identity_recreates_the_companions_empty_at_its_dimension(store:
     with store.transaction() as conn:
         assert vectors.install(conn, other) is True
     assert vector_codes.ready(store.conn)
-    assert _ids(store, schema.CODES) == [] and _ids(store, schema.FLOATS) == []
-    sql = store.conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (schema.CODES,)).fetchone()[0]
-    assert f"bit[{vector_codes.code_bits(6)}]" in sql
+    assert _ids(store, schema.CODES) == []
+
+
+def test_lists_are_trained_once_vectors_exist_even_when_the_chunks_came_first(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 4)
+    store.vector_hook = None  # a lexical store: chunks, no vectors
+    store.apply(_doc("docs/a.md", 20))
+    with store.transaction() as conn:
+        vector_codes.install(conn, 4)  # embeddings turned on: nothing to train on yet
+    assert vector_codes.state(store.conn).clusters == 0 and vector_codes.state(store.conn).trained == 0
+    store.vector_hook = vectors.VectorWriter(reuse=False)
+    store.apply(_doc("docs/a.md", 20, seed=1))
+    with store.transaction() as conn:
+        assert vector_codes.refresh(conn, 4) == 20
+    assert vector_codes.state(store.conn).clusters == 5
+    _assert_in_step(store)

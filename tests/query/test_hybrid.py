@@ -229,3 +229,45 @@ def test_hybrid_results_are_the_same_when_the_quantised_knn_answers(indexed: Pat
         monkeypatch.setattr(vector, "EXACT_BELOW", 0)  # this tiny store takes the large-store path
         quantised = [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts]
     assert quantised == exact and all(len(ids) == 4 for ids in exact)
+
+
+def test_a_format_3_store_is_migrated_by_the_next_index_run_without_embedding_again(
+    indexed: Path, server: EmbedServer, run_cli,
+) -> None:
+    from pipeline import db, schema, vector_codes
+
+    settings = settings_of(indexed, server)
+    conn = db.open_writer(settings.db_path)
+    try:  # the shape format 3 left: bit codes and float copies beside chunks_vec, no int8 lists
+        conn.execute("BEGIN IMMEDIATE")
+        schema.drop_vector_codes(conn)
+        conn.execute("CREATE VIRTUAL TABLE chunks_vec_bits USING vec0(chunk_id INTEGER PRIMARY KEY,"
+                     " part INTEGER PARTITION KEY, code bit[96])")
+        conn.execute("CREATE TABLE chunks_vec_f32 (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+        conn.execute("INSERT INTO chunks_vec_f32 SELECT chunk_id, embedding FROM chunks_vec")
+        conn.execute("CREATE TRIGGER chunks_vec_bits_ad AFTER DELETE ON chunks BEGIN "
+                     "DELETE FROM chunks_vec_bits WHERE chunk_id = old.id; "
+                     "DELETE FROM chunks_vec_f32 WHERE chunk_id = old.id; END")
+        schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: "3",
+                                 schema.VECTOR_CODES_KEY: "thermometer-4-step0.5-partitions16"})
+        conn.execute("COMMIT")
+        before = dict(conn.execute("SELECT chunk_id, embedding FROM chunks_vec").fetchall())
+    finally:
+        conn.close()
+    code, _, err = run_cli("search", "budget cap")
+    assert code == 1 and "format 3" in err and "run `knowledge index` once" in err
+    served = len(server.requests)
+    code, out, err = run_cli("index")
+    assert code == 0, out + err
+    assert len(server.requests) == served + 1  # the run's probe: nothing was embedded again
+    conn = db.connect_readonly(settings.db_path)
+    try:
+        assert schema.format_version(conn) == schema.FORMAT_VERSION
+        assert not {"chunks_vec_bits", "chunks_vec_f32", "chunks_vec_bits_ad"} & schema.table_names(conn)
+        assert vector_codes.ready(conn)
+        assert dict(conn.execute("SELECT chunk_id, embedding FROM chunks_vec").fetchall()) == before
+        assert sorted(r[0] for r in conn.execute(f"SELECT chunk_id FROM {schema.CODES}")) == sorted(before)
+    finally:
+        conn.close()
+    code, out, _ = run_cli("search", "budget cap for a run")
+    assert code == 0 and out.splitlines()[0] == HYBRID and "docs/budgets.md#0" in out

@@ -1,4 +1,4 @@
-"""Vector KNN: exact brute force, quantised candidates re-scored exactly, and which one answers when."""
+"""Vector KNN: exact brute force, int8 codes of the nearest lists re-scored exactly, and which one answers when."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pipeline import db, schema, vector_codes, vectors
 from pipeline.chunker import chunk_text
 from pipeline.models import Document
 from pipeline.store import Store
-from query.vector import knn, knn_exact, knn_quantised
+from query.vector import MIN_PROBES, knn, knn_exact, knn_quantised, probes
 
 DIM = 16
 IDENTITY = vectors.VectorIdentity("seeded", DIM)
@@ -58,6 +58,9 @@ def store_path(tmp_path: Path) -> Path:
             if d in (2, 11):
                 vecs[5] = vecs[6] = vecs[7]  # equal distances: ties go to the smaller id
             store.apply(_doc(f"docs/{d:02}.md", vecs))
+        with store.transaction() as conn, pytest.MonkeyPatch.context() as patch:
+            patch.setattr(vector_codes, "LIST_SIZE", 20)  # 15 lists of about 20 chunks
+            vector_codes.install(conn, DIM)
     finally:
         store.close()
     return path
@@ -81,14 +84,15 @@ def test_quantised_knn_finds_the_exact_top_ten_from_a_fraction_of_the_store(read
         "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
         " WHERE d.path = 'docs/07.md' AND c.ordinal BETWEEN 3 AND 12")}
     assert {cid for cid, _ in exact} == cluster
-    # 16 partitions x 3 = 48 candidates of 300 chunks, re-scored with their float vectors
-    _same(knn_quantised(reader, QUERY, 10, per_partition=3), exact)
+    assert vector_codes.state(reader).clusters == 15
+    # the 2 lists nearest the query (a few dozen of 300 codes), the 20 best re-scored with their float vectors
+    _same(knn_quantised(reader, QUERY, 10, lists=2), exact)
 
 
-def test_with_every_chunk_a_candidate_quantised_knn_is_exactly_the_reference(reader: Any) -> None:
+def test_with_every_code_a_candidate_quantised_knn_is_exactly_the_reference(reader: Any) -> None:
     rng = random.Random(5)
     for query in [QUERY, *(_random_unit(rng) for _ in range(20))]:
-        _same(knn_quantised(reader, query, 50, per_partition=50), knn_exact(reader, query, 50))
+        _same(knn_quantised(reader, query, 50, lists=15, rescore=6), knn_exact(reader, query, 50))
     duplicate = vectors.from_blob(reader.execute(
         "SELECT v.embedding FROM chunks_vec v JOIN chunks c ON c.id = v.chunk_id JOIN documents d"
         " ON d.id = c.document_id WHERE d.path = 'docs/02.md' AND c.ordinal = 7").fetchone()[0])
@@ -96,12 +100,35 @@ def test_with_every_chunk_a_candidate_quantised_knn_is_exactly_the_reference(rea
     assert [d for _, d in top] == [0.0, 0.0, 0.0] and [c for c, _ in top] == sorted(c for c, _ in top)
 
 
+def test_a_query_scans_about_probe_rows_codes_whatever_the_store_size() -> None:
+    assert probes(128, 1_000_000) == 7  # 7 lists of ~7,800: ~55k codes
+    assert probes(16, 100_000) == 8  # half of a 100k store
+    assert probes(4, 20_000) == 4  # every list of a small store
+    assert probes(256, 100_000_000) == MIN_PROBES
+
+
+def test_an_untrained_store_keeps_every_code_in_list_zero_and_scans_it(store_path: Path) -> None:
+    writer = db.open_writer(store_path)
+    writer.execute("BEGIN IMMEDIATE")
+    vector_codes.install(writer, DIM)  # 300 vectors: too few for a list of LIST_SIZE
+    writer.execute("COMMIT")
+    writer.close()
+    conn = db.connect_readonly(store_path)
+    try:
+        assert vector_codes.state(conn).clusters == 0
+        assert {r[0] // vector_codes.LIST_SPAN for r in conn.execute(f"SELECT key FROM {schema.CODES}")} == {0}
+        _same(knn_quantised(conn, QUERY, 10), knn_exact(conn, QUERY, 10))
+    finally:
+        conn.close()
+
+
 def test_knn_uses_the_companions_on_a_large_store_and_brute_force_on_a_small_one(store_path: Path) -> None:
-    # Fault injection: one chunk's float copy disagrees with chunks_vec, so the two paths differ.
+    # Fault injection: one chunk's code disagrees with its vector in chunks_vec, so the two paths differ.
     writer = db.open_writer(store_path)
     nearest = knn_exact(writer, QUERY, 1)[0][0]
-    writer.execute(f"UPDATE {schema.FLOATS} SET embedding = ? WHERE chunk_id = ?",
-                   (vectors.to_blob([-x for x in QUERY]), nearest))
+    far = writer.execute(f"SELECT {vector_codes.code_sql('?1', vector_codes.state(writer).factor)}",
+                         (vectors.to_blob([-x for x in QUERY]),)).fetchone()[0]
+    writer.execute(f"UPDATE {schema.CODES} SET code = ? WHERE chunk_id = ?", (far, nearest))
     writer.commit()
     writer.close()
     conn = db.connect_readonly(store_path)

@@ -65,12 +65,12 @@ def test_a_missing_vector_is_found_left_for_the_next_run_which_embeds_it(setting
 
 
 def test_companion_rows_out_of_step_are_refilled_from_the_vectors(settings: Settings) -> None:
-    write(settings, f"DELETE FROM {schema.FLOATS} WHERE chunk_id IN (SELECT chunk_id FROM {schema.FLOATS}"
+    write(settings, f"DELETE FROM {schema.CODES} WHERE chunk_id IN (SELECT chunk_id FROM {schema.CODES}"
                     " LIMIT 3)", f"DROP TRIGGER {schema.VECTORS_TRIGGER}")
     found = {f.where for f in integrity.check_store(settings.db_path).findings}
-    assert found == {schema.FLOATS, schema.VECTORS_TRIGGER}
+    assert found == {schema.CODES, schema.VECTORS_TRIGGER}
     repaired = repair.rebuild_store(settings.db_path)
-    assert repaired.after.ok and count(settings, schema.FLOATS) == 24
+    assert repaired.after.ok and count(settings, schema.CODES) == 24
 
 
 def test_search_and_index_meet_a_damaged_store_with_one_line(
