@@ -17,7 +17,7 @@ from config.errors import (
     QueryError,
     UsageError,
 )
-from config.observability import configure_metrics
+from config.observability import configure_metrics, configure_tracing
 from query import words as vocab
 from query.enumerate import (
     DEFAULT_LIMIT,
@@ -100,7 +100,8 @@ def match_command(
     echo_tier(tier_line(settings), machine)
     everything = show_all or (limit is None and (paths_only or count_only))
     wanted = None if everything else limit or DEFAULT_LIMIT
-    configure_metrics("knowledge-cli")  # loads the SDK only when an OTLP exporter is configured
+    configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
+    configure_metrics("knowledge-cli")
     result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches,
                                  filters=Filter.of(paths, roots, where))
     mapper = CitationMapper.from_settings(settings)

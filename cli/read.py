@@ -18,7 +18,7 @@ from cli.app import (
 )
 from cli.arguments import QueryCommand, filter_options, query_text
 from config.errors import IndexNotBuilt, KnowledgeError, QueryError
-from config.observability import configure_metrics
+from config.observability import configure_metrics, configure_tracing
 from config.settings import MAX_TOP_K, Settings
 from query.filters import Filter
 from query.listing import sources_answer, stats_answer
@@ -42,7 +42,8 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
     """Rank the sections that best answer QUERY (its words need no quotes)."""
     query = query_text(words)
     settings = obj.settings
-    configure_metrics("knowledge-cli")  # loads the SDK only when an OTLP exporter is configured
+    configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
+    configure_metrics("knowledge-cli")
     response = search(settings, query, top_k, filters=Filter.of(paths, roots, where), explain=explain)
     echo_tier(response.tier, as_json)
     from query.citations import CitationMapper

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
 from config.instruments import TIER, instruments
-from config.observability import tracer
+from config.observability import traced
 from config.settings import MAX_TOP_K, Settings
 from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
@@ -79,7 +79,7 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
         if reader is None:
             return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=not_built_note(settings))
         k, clamped = clamp_top_k(top_k, settings)
-        with tracer().start_as_current_span("search") as span:
+        with traced("search") as span:
             began = time.perf_counter()
             response = _search(settings, reader, text, k, filters=filters, explain=explain)
             if clamped:
