@@ -46,10 +46,12 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
     configure_metrics("knowledge-cli")
     response = search(settings, query, top_k, filters=Filter.of(paths, roots, where), explain=explain)
     echo_tier(response.tier, as_json)
-    from query.citations import CitationMapper
+    mapper = None
+    if settings.citations:  # the rules' module (and the chunker's breadcrumbs) only when there are rules
+        from query.citations import CitationMapper
 
-    mapper = CitationMapper.from_settings(settings)
-    mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper.configured else None for h in response.hits]
+        mapper = CitationMapper.from_settings(settings)
+    mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper else None for h in response.hits]
     if as_json:
         echo_json(to_json(response, mapper))
     elif response.note and response.status != STATUS_NOT_BUILT:

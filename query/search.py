@@ -13,7 +13,6 @@ from config.observability import traced
 from config.settings import MAX_TOP_K, Settings
 from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
-from query.explain import explanations
 from query.filters import Filter, document_ids_json
 from query.fusion import diversify, rrf
 from query.lexical import FANOUT, search_ids
@@ -157,6 +156,8 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
         found = reader.hydrate([cid for cid, _ in top], dict(top))
         if not explain:
             return found
+        from query.explain import explanations  # only --explain pays for it
+
         why = explanations(used, scored if used != VECTOR else [], neighbours or [], bool(query.cjk),
                            demoted, feedback)
         return [replace(h, explain=why.get(h.chunk_id)) for h in found]
