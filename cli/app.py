@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
 def run() -> None:
     """The `knowledge` executable: main(), and after a read command an exit without the interpreter's teardown.
 
-    A normal exit frees every module and object one by one and collects them all once more, ~10 ms
-    that a search paying ~60 ms in all need not spend. After a read-only command (and only while no
+    A normal exit frees every module and object one by one and collects them all once more: about a
+    tenth of a one-shot search (bench/RESULTS.md). After a read-only command (and only while no
     thread but daemons is left) the exit runs what must run, the atexit hooks (an exporter's final
     flush) and the flush of stdout and stderr, then ends the process with the command's exit code.
     """
@@ -169,9 +169,7 @@ def _leave(code: object) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except BrokenPipeError:  # the reader went away, as main() treats it
-            status = status or EXIT_FAILURE
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # a reader gone (BrokenPipeError, as main() treats it) or a closed stream
             status = status or EXIT_FAILURE
     os._exit(status)
 
