@@ -10,7 +10,7 @@ import importlib
 import json
 import os
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -21,6 +21,9 @@ from config.settings import Settings
 from pipeline import db
 from query.terminal import clean
 from query.tier import tier_line
+
+if TYPE_CHECKING:
+    from query.citations import CitationMapper
 
 
 class Context:
@@ -64,6 +67,15 @@ def prologue(obj: Context, as_json: bool) -> Settings:
     settings = obj.settings
     echo_tier(tier_line(settings), as_json)
     return settings
+
+
+def citation_mapper(settings: Settings) -> CitationMapper | None:
+    """The mapper of knowledge.citations; None without rules (its module and the chunker then stay unloaded)."""
+    if not settings.citations:
+        return None
+    from query.citations import CitationMapper
+
+    return CitationMapper.from_settings(settings)
 
 
 class LazyGroup(click.Group):

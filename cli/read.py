@@ -10,6 +10,7 @@ import click
 
 from cli.app import (
     Context,
+    citation_mapper,
     cli,
     echo_json,
     echo_tier,
@@ -46,11 +47,7 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
     configure_metrics("knowledge-cli")
     response = search(settings, query, top_k, filters=Filter.of(paths, roots, where), explain=explain)
     echo_tier(response.tier, as_json)
-    mapper = None
-    if settings.citations:  # the rules' module (and the chunker's breadcrumbs) only when there are rules
-        from query.citations import CitationMapper
-
-        mapper = CitationMapper.from_settings(settings)
+    mapper = citation_mapper(settings)
     mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper else None for h in response.hits]
     if as_json:
         echo_json(to_json(response, mapper))
@@ -112,9 +109,7 @@ def show_command(obj: Context, words: tuple[str, ...], before: int, after: int, 
     if not hits:
         raise KnowledgeError(f"no section or document {citation} in the index; `knowledge sources` lists the documents")
     if as_json:
-        from query.citations import CitationMapper
-
-        mapper = CitationMapper.from_settings(settings)
+        mapper = citation_mapper(settings)
         echo_json({"status": "ok", "note": None, "results": [hit_json(h, mapper) for h in hits]})
         return
     for hit in hits:

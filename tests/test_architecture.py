@@ -160,8 +160,8 @@ NOT_FOR_READS = ("dramatiq", "redis", "mcp", "starlette", "uvicorn", "structlog"
                  "opentelemetry", "prometheus_client", "logging", "sqlite3", "pipeline.walker", "query.explain")
 
 
-@pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
-def test_read_commands_import_only_what_they_use(argv: list[str], tmp_path: Path) -> None:
+def _loaded_by(argv: list[str], names: tuple[str, ...], tmp_path: Path) -> list[str]:
+    """Which of names a read command run in a fresh process (on a one-file lexical store) has loaded."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\nalpha words\n", encoding="utf-8")
@@ -174,10 +174,20 @@ def test_read_commands_import_only_what_they_use(argv: list[str], tmp_path: Path
         f"    main({argv!r})\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
-        f"loaded = [m for m in {NOT_FOR_READS!r} if m in sys.modules]\n"
+        f"loaded = [m for m in {names!r} if m in sys.modules]\n"
         "sys.stderr.write('LOADED=' + ','.join(loaded))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.rsplit("LOADED=", 1)[1] == ""
+    return [name for name in proc.stderr.rsplit("LOADED=", 1)[1].split(",") if name]
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
+def test_read_commands_import_only_what_they_use(argv: list[str], tmp_path: Path) -> None:
+    assert _loaded_by(argv, NOT_FOR_READS, tmp_path) == []
+
+
+@pytest.mark.parametrize("argv", [["search", "alpha", "--json"], ["match", "alpha", "--json"]], ids=lambda a: a[0])
+def test_search_and_match_load_no_citation_rules_when_none_are_configured(argv: list[str], tmp_path: Path) -> None:
+    assert _loaded_by(argv, ("config.citations", "query.citations", "pipeline.chunker"), tmp_path) == []
