@@ -7,7 +7,7 @@ that registers each command, and the group imports a module only when its comman
 
 from __future__ import annotations
 
-from cli.app import cli, main
+from cli.app import cli, main, run
 
 # command name -> the module whose import registers it on `cli`
 COMMANDS = {
@@ -23,5 +23,7 @@ COMMANDS = {
     "mcp": "cli.serve", "serve": "cli.serve",
 }
 cli.lazy_commands.update(COMMANDS)
+# commands that read the store and start no thread: the executable ends them without the interpreter's teardown
+cli.read_only.update({"search", "show", "sources", "stats", "match", "enumerate", "which", "words"})
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["COMMANDS", "cli", "main", "run"]

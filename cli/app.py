@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,6 +21,9 @@ from config.settings import Settings
 from pipeline import db
 from query.terminal import clean
 from query.tier import tier_line
+
+if TYPE_CHECKING:
+    from query.citations import CitationMapper
 
 
 class Context:
@@ -65,12 +69,33 @@ def prologue(obj: Context, as_json: bool) -> Settings:
     return settings
 
 
+def citation_mapper(settings: Settings) -> CitationMapper | None:
+    """The mapper of knowledge.citations; None without rules (its module and the chunker then stay unloaded)."""
+    if not settings.citations:
+        return None
+    from query.citations import CitationMapper
+
+    return CitationMapper.from_settings(settings)
+
+
 class LazyGroup(click.Group):
-    """A click group that imports a command's module the first time the command is asked for."""
+    """A click group that imports a command's module the first time the command is asked for.
+
+    It also remembers which command ran, so that the executable can end a one-shot read command
+    without the interpreter's teardown (run()).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands: dict[str, str] = {}
+        self.read_only: set[str] = set()  # commands that start no thread and write nothing
+        self.invoked: str | None = None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        self.invoked = name
+        return name, command, rest
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy_commands))
@@ -117,4 +142,46 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(EXIT_FAILURE)
     sys.exit(0)
+
+
+def run() -> None:
+    """The `knowledge` executable: main(), and after a read command an exit without the interpreter's teardown.
+
+    A normal exit frees every module and object one by one and collects them all once more: about a
+    tenth of a one-shot search (bench/RESULTS.md). After a read-only command (and only while no
+    thread but daemons is left) the exit runs what must run, the atexit hooks (an exporter's final
+    flush) and the flush of stdout and stderr, then ends the process with the command's exit code.
+    """
+    try:
+        main()
+    except SystemExit as done:
+        if cli.invoked not in cli.read_only or not _only_daemons_left():
+            raise
+        _leave(done.code)
+
+
+def _only_daemons_left() -> bool:
+    import threading
+
+    return all(t.daemon for t in threading.enumerate() if t is not threading.current_thread())
+
+
+def _leave(code: object) -> NoReturn:
+    """Exit at once with code (SystemExit's: None, an int, or a message for stderr), as Python would."""
+    import atexit
+
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone (BrokenPipeError, as main() treats it) or a closed stream
+            status = status or EXIT_FAILURE
+    os._exit(status)
 

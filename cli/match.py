@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.app import Context, cli, echo_json, echo_tier, pass_context, prologue
+from cli.app import Context, citation_mapper, cli, echo_json, echo_tier, pass_context, prologue
 from cli.arguments import QueryCommand, filter_options, query_text
 from config.errors import (
     EXIT_FAILURE,
@@ -17,7 +17,7 @@ from config.errors import (
     QueryError,
     UsageError,
 )
-from config.observability import configure_metrics
+from config.observability import configure_metrics, configure_tracing
 from query import words as vocab
 from query.enumerate import (
     DEFAULT_LIMIT,
@@ -91,8 +91,6 @@ def match_command(
     QUERY takes bare words (any form of each), "quoted phrases", -word to exclude, and heading:word
     or body:word to scope a term. OR, AND, NOT, NEAR and * are refused with what to write instead.
     """
-    from query.citations import CitationMapper
-
     query = query_text(words)
     _refuse_contradictions(checked_limit(limit), show_all, paths_only, count_only)
     settings = obj.settings
@@ -100,10 +98,11 @@ def match_command(
     echo_tier(tier_line(settings), machine)
     everything = show_all or (limit is None and (paths_only or count_only))
     wanted = None if everything else limit or DEFAULT_LIMIT
-    configure_metrics("knowledge-cli")  # loads the SDK only when an OTLP exporter is configured
+    configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
+    configure_metrics("knowledge-cli")
     result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches,
                                  filters=Filter.of(paths, roots, where))
-    mapper = CitationMapper.from_settings(settings)
+    mapper = citation_mapper(settings)
     if as_json:
         echo_json(to_json(result, mapper))
         if result.status == STATUS_NOT_BUILT:
@@ -142,7 +141,7 @@ def _refuse_unanswered(result: EnumerateResult) -> None:
         raise IndexNotBuilt(result.note) if result.status == STATUS_NOT_BUILT else KnowledgeError(result.note)
 
 
-def _render(result: EnumerateResult, mapper: CitationMapper) -> None:
+def _render(result: EnumerateResult, mapper: CitationMapper | None) -> None:
     for rep in result.terms:
         forms = list(rep.related)
         extra = f"; forms: {', '.join(forms)}" if forms else ""
@@ -151,12 +150,12 @@ def _render(result: EnumerateResult, mapper: CitationMapper) -> None:
             f"(stem {clean(rep.stem)}{clean(extra)})"
         )
     if result.documents:
-        mapped = mapper.configured
+        mapped = mapper is not None and mapper.configured
         headers: list[tuple[str, JustifyMethod]] = [("Path", "left"), ("Body", "right"), ("Heading", "right")]
         table = _table([*headers, ("Mapped", "left")] if mapped else headers)
         for doc in result.documents:
             cells: list[Text | str] = [_text(doc.path), str(doc.body_matches), str(doc.heading_matches)]
-            if mapped:
+            if mapper is not None and mapped:
                 cells.append(_text(mapper.map_document(doc.path) or ""))
             table.add_row(*cells)
         _print_table(table)

@@ -10,6 +10,7 @@ import click
 
 from cli.app import (
     Context,
+    citation_mapper,
     cli,
     echo_json,
     echo_tier,
@@ -18,7 +19,7 @@ from cli.app import (
 )
 from cli.arguments import QueryCommand, filter_options, query_text
 from config.errors import IndexNotBuilt, KnowledgeError, QueryError
-from config.observability import configure_metrics
+from config.observability import configure_metrics, configure_tracing
 from config.settings import MAX_TOP_K, Settings
 from query.filters import Filter
 from query.listing import sources_answer, stats_answer
@@ -42,13 +43,12 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
     """Rank the sections that best answer QUERY (its words need no quotes)."""
     query = query_text(words)
     settings = obj.settings
-    configure_metrics("knowledge-cli")  # loads the SDK only when an OTLP exporter is configured
+    configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
+    configure_metrics("knowledge-cli")
     response = search(settings, query, top_k, filters=Filter.of(paths, roots, where), explain=explain)
     echo_tier(response.tier, as_json)
-    from query.citations import CitationMapper
-
-    mapper = CitationMapper.from_settings(settings)
-    mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper.configured else None for h in response.hits]
+    mapper = citation_mapper(settings)
+    mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper else None for h in response.hits]
     if as_json:
         echo_json(to_json(response, mapper))
     elif response.note and response.status != STATUS_NOT_BUILT:
@@ -109,9 +109,7 @@ def show_command(obj: Context, words: tuple[str, ...], before: int, after: int, 
     if not hits:
         raise KnowledgeError(f"no section or document {citation} in the index; `knowledge sources` lists the documents")
     if as_json:
-        from query.citations import CitationMapper
-
-        mapper = CitationMapper.from_settings(settings)
+        mapper = citation_mapper(settings)
         echo_json({"status": "ok", "note": None, "results": [hit_json(h, mapper) for h in hits]})
         return
     for hit in hits:

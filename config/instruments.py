@@ -2,21 +2,26 @@
 
 Instruments are made once per process from the global MeterProvider's "knowledge" meter. Until
 config/observability.py configure_metrics installs an SDK provider (only when an exporter or a
-scrape endpoint is configured) they are the API's proxies, whose calls cost one attribute check:
-read commands import this module and never load the SDK. Names, units and attributes follow the
+scrape endpoint is configured) they are the API's proxies, whose calls cost one attribute check;
+and while nothing in the process has imported the metrics API at all (so no provider can have been
+installed), instruments() answers stand-ins that record nothing without importing it: read commands
+import this module and load neither the SDK nor the API. Names, units and attributes follow the
 OpenTelemetry semantic conventions and are listed in docs/observability.md; callers record per
 document, batch, request or query, never per chunk.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Observation
+    from opentelemetry.metrics import CallbackOptions, Observation
+    from opentelemetry.util.types import Attributes
 
 METER_NAME = "knowledge"
 
@@ -56,6 +61,30 @@ def reason_class(reason: str | None) -> str:
     return "other"
 
 
+class Counter(Protocol):
+    """The part of an OpenTelemetry counter knowledge uses."""
+
+    def add(self, amount: int | float, attributes: Attributes = None) -> None:
+        """Add amount to the series of these attributes."""
+
+
+class Histogram(Protocol):
+    """The part of an OpenTelemetry histogram knowledge uses."""
+
+    def record(self, amount: int | float, attributes: Attributes = None) -> None:
+        """Record one measurement in the series of these attributes."""
+
+
+class _Unrecorded:
+    """A counter and a histogram of a process that nothing reads metrics from: every value is dropped."""
+
+    def add(self, amount: int | float, attributes: Attributes = None) -> None:
+        """Drop the value."""
+
+    def record(self, amount: int | float, attributes: Attributes = None) -> None:
+        """Drop the value."""
+
+
 @dataclass(frozen=True)
 class Instruments:
     """Every instrument knowledge records into."""
@@ -77,15 +106,23 @@ class Instruments:
     searches_degraded: Counter
 
 
+UNRECORDED = Instruments(**{f.name: _Unrecorded() for f in fields(Instruments)})
 _lock = threading.Lock()
 _made: Instruments | None = None
 
 
 def instruments() -> Instruments:
-    """This process's instruments (made on first use; proxies until a MeterProvider is installed)."""
+    """This process's instruments (made on first use; proxies until a MeterProvider is installed).
+
+    A MeterProvider can only have been installed by code that imported the metrics API
+    (configure_metrics, a test) or be named by OTEL_PYTHON_METER_PROVIDER; with neither, the answer
+    is UNRECORDED and nothing is imported.
+    """
     global _made
     if _made is not None:
         return _made
+    if "opentelemetry.metrics" not in sys.modules and not os.environ.get("OTEL_PYTHON_METER_PROVIDER"):
+        return UNRECORDED
     with _lock:
         if _made is None:
             _made = _make()

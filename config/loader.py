@@ -17,7 +17,6 @@ from typing import Any
 
 import yaml
 
-from config.citations import compile_rules
 from config.errors import ConfigError
 from config.settings import SERVABLE_TOOLS, BrokerSettings, Settings
 from config.urls import base_url_problem, broker_url_problem, normalize_url
@@ -227,7 +226,10 @@ def _where(source: str, node: yaml.Node) -> str:
 
 def _check_semantics(settings: Settings, path: Path | None) -> None:
     where = str(path) if path else "settings"
-    compile_rules(settings.citations, where)
+    if settings.citations:
+        from config.citations import compile_rules  # the rule compiler only for a config that has rules
+
+        compile_rules(settings.citations, where)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", settings.name) or settings.name in (".", ".."):
         raise ConfigError(f"{where}: knowledge.name {settings.name!r} must be letters, digits, '.', '_' or '-'")
     for i, url in enumerate(settings.urls):

@@ -2,10 +2,11 @@
 
 configure_logging sets up structlog (context variables merged first, JSON when stderr is not a
 terminal) and routes the standard library's loggers (Dramatiq's) through the same renderer.
-configure_tracing installs an OpenTelemetry TracerProvider: no exporter by default, OTLP over
-HTTP when OTEL_TRACES_EXPORTER=otlp or an OTEL_EXPORTER_OTLP_*ENDPOINT is set (the SDK reads the
-other OTEL_* variables itself), and, for tests, JSON lines of finished spans appended to the file
-named by KNOWLEDGE_TRACE_FILE so spans from subprocesses can be collected.
+configure_tracing installs an OpenTelemetry TracerProvider only when something reads the spans:
+OTLP over HTTP when OTEL_TRACES_EXPORTER=otlp or an OTEL_EXPORTER_OTLP_*ENDPOINT is set (the SDK
+reads the other OTEL_* variables itself), and, for tests, JSON lines of finished spans appended to
+the file named by KNOWLEDGE_TRACE_FILE so spans from subprocesses can be collected. Without either,
+no SDK is loaded, and traced() hands the read path a stand-in that loads not even the API.
 
 configure_metrics installs a MeterProvider beside it, and only when something reads the metrics:
 OTLP over HTTP when OTEL_METRICS_EXPORTER=otlp or an OTEL_EXPORTER_OTLP_*ENDPOINT is set, and a
@@ -18,14 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # structlog and the tracing SDK are imported only when configured or used
+if TYPE_CHECKING:  # logging, structlog and OpenTelemetry are imported only when configured or used
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExportResult
     from opentelemetry.trace import Tracer
@@ -71,7 +72,9 @@ def configure_logging(level: str = "INFO", environ: Mapping[str, str] | None = N
         if _logging_done:
             return
         _logging_done = True
-        import structlog  # here, not at the top: read commands that never log do not pay for it
+        import logging  # here, not at the top: read commands that never log do not pay for it
+
+        import structlog
 
         name = (env.get(ENV_LOG_LEVEL) or level).upper()
         numeric = logging.getLevelName(name)
@@ -200,6 +203,8 @@ def configure_tracing(service: str, environ: Mapping[str, str] | None = None) ->
         _tracing_service = service
         if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
             return
+        if not _wants_otlp(env) and not env.get(ENV_TRACE_FILE):  # nothing reads spans: the API stays a no-op
+            return
         from opentelemetry import trace
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -298,7 +303,34 @@ def shutdown_tracing() -> None:
 
 
 def tracer() -> Tracer:
-    """The knowledge tracer (a no-op tracer until configure_tracing ran)."""
+    """The knowledge tracer (a no-op tracer until configure_tracing installed a provider)."""
     from opentelemetry import trace
 
     return trace.get_tracer(TRACER_NAME)
+
+
+class SpanAttributes(Protocol):
+    """What the query path does with its span: set attributes on it."""
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Record one attribute on the span."""
+
+
+class _Untraced:
+    """The span of a process that traces nothing: its attributes go nowhere."""
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Drop the attribute."""
+
+
+def traced(name: str) -> AbstractContextManager[SpanAttributes]:
+    """A span named `name`, current while the block runs (an exception in it marks the span failed).
+
+    A TracerProvider can only have been installed by code that imported the tracing API
+    (configure_tracing, the workers' middleware, a test) or be named by OTEL_PYTHON_TRACER_PROVIDER.
+    With neither, the span is a stand-in and nothing of OpenTelemetry is imported: a read command that
+    traces nothing does not pay for the API.
+    """
+    if "opentelemetry.trace" in sys.modules or os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"):
+        return tracer().start_as_current_span(name)
+    return contextlib.nullcontext(_Untraced())

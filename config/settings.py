@@ -6,7 +6,6 @@ keeps the two in step. Only config/loader.py builds these from YAML and the envi
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,5 +155,7 @@ class Settings:
     @property
     def store_key(self) -> str:
         """A short stable id of this store, used to namespace broker queues and ledger keys."""
+        import hashlib  # OpenSSL is loaded only by the commands that reach a broker
+
         digest = hashlib.sha256(str(self.store_dir.resolve()).encode()).hexdigest()
         return f"{self.name}-{digest[:12]}"

@@ -9,14 +9,15 @@ and a symlink at any of them is refused.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 import pysqlite3.dbapi2 as sqlite
-import sqlite_vec
 
 from config.errors import IndexNotBuilt, StoreDamaged, StoreError, UnsafePathError
 
@@ -117,9 +118,22 @@ def assert_modes(db_path: Path) -> None:
                 os.chmod(candidate, 0o600)
 
 
+@functools.cache
+def vec_extension() -> str:
+    """The path of sqlite-vec's loadable extension (`vec0` in its package directory, as its loadable_path() says).
+
+    Found without running the package, whose import loads the interpreter's own sqlite3 module and
+    SQLite library beside pysqlite3's: a read command would pay for both and use neither.
+    """
+    spec = PathFinder.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError("the sqlite-vec package is not installed; reinstall knowledge")
+    return os.path.join(spec.submodule_search_locations[0], "vec0")
+
+
 def _load_extensions(conn: Connection) -> None:
     conn.enable_load_extension(True)
-    sqlite_vec.load(conn)
+    conn.load_extension(vec_extension())
     conn.enable_load_extension(False)
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from pipeline.models import Skip
-from pipeline.walker import Found, WalkResult
+if TYPE_CHECKING:  # the read commands use this module without the walker
+    from pipeline.models import Skip
+    from pipeline.walker import WalkResult
 
 HERE = "."
 
@@ -61,13 +63,15 @@ class PathBase:
 
     def restate(self, result: WalkResult) -> WalkResult:
         """A walk of an absolute root with every path in its stored spelling."""
+        from pipeline.walker import Found  # the walk's side only: the read commands never restate
+
         roots = {root: self.stored(root) for root in {f.root for f in result.files}}  # one string per root
-        return WalkResult(
+        return replace(
+            result,
             root=self.stored(result.root),
             files=[Found(self.stored(f.path), roots[f.root], f.size, f.mtime_ns) for f in result.files],
             skipped=[self._skip(s) for s in result.skipped],
             errors=[self._skip(s) for s in result.errors],
-            directory=result.directory,
         )
 
     def _skip(self, skip: Skip) -> Skip:

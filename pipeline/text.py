@@ -6,6 +6,7 @@ a query with the same class, so the two can never disagree about what a CJK char
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Chinese, Japanese and Korean: radicals, kana, bopomofo, hangul (jamo and syllables), CJK
@@ -15,20 +16,25 @@ CJK_CHARACTER = (
     "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3131-\u318f\u31a0-\u31ff\u3400-\u4dbf"
     "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
 )
-CJK_RUN = re.compile(CJK_CHARACTER + "+")
 
 # C0 controls but tab and newline, DEL, and the C1 controls.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+@functools.cache
+def cjk_run() -> re.Pattern[str]:
+    """A run of CJK characters (compiled on first use: ASCII text never needs it, and start-up skips it)."""
+    return re.compile(CJK_CHARACTER + "+")
+
+
 def is_cjk(text: str) -> bool:
     """Whether text contains a Chinese, Japanese or Korean character."""
-    return CJK_RUN.search(text) is not None
+    return not text.isascii() and cjk_run().search(text) is not None
 
 
 def cjk_runs(text: str) -> list[str]:
     """The runs of Chinese, Japanese and Korean characters in text, in order."""
-    return CJK_RUN.findall(text)
+    return [] if text.isascii() else cjk_run().findall(text)
 
 
 def without_controls(text: str) -> str:

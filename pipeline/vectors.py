@@ -27,10 +27,10 @@ from config.errors import EmbeddingUnavailable, KnowledgeError, PipelineError, V
 from config.settings import EmbeddingsSettings, Settings
 from pipeline import db, embedded_text, schema, vector_codes
 from pipeline.db import Connection
-from pipeline.models import Document
 
-if TYPE_CHECKING:  # the HTTP client is imported only when a server is really probed
+if TYPE_CHECKING:  # the HTTP client only when a server is really probed; the models only for the writer
     from pipeline.embeddings import Probe
+    from pipeline.models import Document
 
 REINDEX = "knowledge index --reindex"
 

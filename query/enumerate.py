@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.errors import QueryError
 from config.instruments import TIER, instruments
-from config.observability import tracer
+from config.observability import traced
 from config.settings import Settings
 from pipeline.db import Connection
 from query.filters import Filter
@@ -139,7 +139,7 @@ def enumerate_documents(
         raise QueryError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}")
     text = scrub(text)
     parsed = parse(text)
-    with tracer().start_as_current_span("enumerate") as span:
+    with traced("enumerate") as span:
         began = time.perf_counter()
         with borrowed_reader(settings, reader) as reader:
             if reader is None:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from config.errors import QueryError
-from pipeline.text import CJK_RUN
+from pipeline.text import cjk_run, cjk_runs
 from query.terms import MAX_TERMS, quote
 
 FIELDS = {"heading": "heading_path", "body": "body"}
@@ -141,8 +141,8 @@ def _split_and_drop(raw: list[Term]) -> ParsedQuery:
     terms: list[Term] = []
     dropped: list[str] = []
     for term in raw:
-        runs = CJK_RUN.findall(term.text)
-        rest = CJK_RUN.sub(" ", term.text).strip() if runs else term.text
+        runs = cjk_runs(term.text)
+        rest = cjk_run().sub(" ", term.text).strip() if runs else term.text
         for run in runs:
             terms.append(Term(run, False, term.field, term.negated, cjk=True))
         if runs and not WORD.search(rest):

@@ -6,8 +6,6 @@ an error; borrowed_reader() lends a query the caller's Reader or opens (and clos
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -51,6 +49,9 @@ class Hit:
     @property
     def short_ref(self) -> str:
         """A stable 6-character handle of the raw token: base32 of its SHA-256, lower-cased."""
+        import base64
+        import hashlib  # OpenSSL only for the answers that carry the handle (JSON), not a plain listing
+
         digest = hashlib.sha256(self.index_ref.encode("utf-8", "surrogateescape")).digest()
         return base64.b32encode(digest).decode()[:6].lower()
 

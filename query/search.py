@@ -9,11 +9,10 @@ from urllib.parse import urlsplit
 
 from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
 from config.instruments import TIER, instruments
-from config.observability import tracer
+from config.observability import traced
 from config.settings import MAX_TOP_K, Settings
 from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
-from query.explain import explanations
 from query.filters import Filter, document_ids_json
 from query.fusion import diversify, rrf
 from query.lexical import FANOUT, search_ids
@@ -79,7 +78,7 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
         if reader is None:
             return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=not_built_note(settings))
         k, clamped = clamp_top_k(top_k, settings)
-        with tracer().start_as_current_span("search") as span:
+        with traced("search") as span:
             began = time.perf_counter()
             response = _search(settings, reader, text, k, filters=filters, explain=explain)
             if clamped:
@@ -157,6 +156,8 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
         found = reader.hydrate([cid for cid, _ in top], dict(top))
         if not explain:
             return found
+        from query.explain import explanations  # only --explain pays for it
+
         why = explanations(used, scored if used != VECTOR else [], neighbours or [], bool(query.cjk),
                            demoted, feedback)
         return [replace(h, explain=why.get(h.chunk_id)) for h in found]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 
 from pipeline.text import without_controls
@@ -32,6 +31,8 @@ _INCLUDES = re.compile(r"\{!.*?!\}|--8<--\s*\"[^\"]*\"")
 
 def preview_text(text: str) -> str:
     """text without tags, include directives and entities, as a preview shows it."""
+    import html  # its entity table only when a preview is drawn (not for --json)
+
     return html.unescape(_INCLUDES.sub(" ", _TAGS.sub("", text)))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pipeline.text import CJK_RUN, cjk_runs
+from pipeline.text import cjk_runs, is_cjk
 
 MAX_TERMS = 40
 
@@ -55,7 +55,7 @@ def terms_of(text: str) -> tuple[list[str], list[str]]:
     seen: set[str] = set()
     for term in _TERM.findall(text):
         key = term.lower()
-        if len(term) < 2 and not CJK_RUN.fullmatch(term):
+        if len(term) < 2 and not is_cjk(term):
             if key not in dropped:
                 dropped.append(key)
             continue

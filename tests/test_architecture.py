@@ -39,7 +39,7 @@ def test_pyproject_lists_the_five_packages_and_their_subpackages_explicitly() ->
     assert sorted(data["tool"]["setuptools"]["packages"]) == sorted(found)
     assert set(PACKAGES) <= found
     assert data["project"]["name"] == "knowledge-pipeline"
-    assert data["project"]["scripts"]["knowledge"] == "cli:main"
+    assert data["project"]["scripts"]["knowledge"] == "cli:run"
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -154,13 +154,14 @@ READ_COMMANDS = (["search", "alpha"], ["show", "docs/a.md#0"], ["show", "docs/a.
                  ["match", "alpha", "--paths-only"],
                  ["sources", "--json"], ["stats"])
 # What a read command on a lexical store must not load: the write side, the servers, logging, the HTTP
-# client, and rich (only the commands that draw a table import it, when they draw one).
+# client, rich (only the commands that draw a table import it, when they draw one), OpenTelemetry
+# without an exporter, the walker, and the interpreter's own sqlite3 beside pysqlite3.
 NOT_FOR_READS = ("dramatiq", "redis", "mcp", "starlette", "uvicorn", "structlog", "rich", "httpx", "workers",
-                 "opentelemetry.sdk", "prometheus_client")
+                 "opentelemetry", "prometheus_client", "logging", "sqlite3", "pipeline.walker", "query.explain")
 
 
-@pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
-def test_read_commands_import_only_what_they_use(argv: list[str], tmp_path: Path) -> None:
+def _loaded_by(argv: list[str], names: tuple[str, ...], tmp_path: Path) -> list[str]:
+    """Which of names a read command run in a fresh process (on a one-file lexical store) has loaded."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\nalpha words\n", encoding="utf-8")
@@ -173,10 +174,20 @@ def test_read_commands_import_only_what_they_use(argv: list[str], tmp_path: Path
         f"    main({argv!r})\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
-        f"loaded = [m for m in {NOT_FOR_READS!r} if m in sys.modules]\n"
+        f"loaded = [m for m in {names!r} if m in sys.modules]\n"
         "sys.stderr.write('LOADED=' + ','.join(loaded))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.rsplit("LOADED=", 1)[1] == ""
+    return [name for name in proc.stderr.rsplit("LOADED=", 1)[1].split(",") if name]
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
+def test_read_commands_import_only_what_they_use(argv: list[str], tmp_path: Path) -> None:
+    assert _loaded_by(argv, NOT_FOR_READS, tmp_path) == []
+
+
+@pytest.mark.parametrize("argv", [["search", "alpha", "--json"], ["match", "alpha", "--json"]], ids=lambda a: a[0])
+def test_search_and_match_load_no_citation_rules_when_none_are_configured(argv: list[str], tmp_path: Path) -> None:
+    assert _loaded_by(argv, ("config.citations", "query.citations", "pipeline.chunker"), tmp_path) == []

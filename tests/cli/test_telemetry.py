@@ -58,3 +58,21 @@ def test_embedding_requests_and_search_tiers_arrive_over_otlp(tmp_path: Path) ->
     assert tiers == {"hybrid": 1, "degraded": 1}
     assert receiver.total("knowledge.search.degraded", {"knowledge.degraded_kind": "refused"}) == 1
     assert {p.service for p in receiver.points()} == {"knowledge-cli"}
+
+
+def test_search_and_match_write_their_spans_when_an_exporter_is_set(tmp_path: Path) -> None:
+    write_tree(tmp_path, DOCS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KNOWLEDGE_", "OTEL_"))}
+    assert subprocess.run([*knowledge_bin(), "index", "docs"], cwd=tmp_path, env=env, capture_output=True,
+                          timeout=120).returncode == 0
+    spans = tmp_path / "spans.jsonl"
+    env["KNOWLEDGE_TRACE_FILE"] = str(spans)
+    for args in (["search", "budget"], ["match", "queue"]):
+        done = subprocess.run([*knowledge_bin(), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+    search, match = [json.loads(line) for line in spans.read_text().splitlines()]
+    assert (search["name"], search["service"], search["attributes"]["knowledge.tier"]) == (
+        "search", "knowledge-cli", "tier: lexical (FTS5) - no embeddings configured")
+    assert search["attributes"]["knowledge.hits"] == 1
+    assert (match["name"], match["attributes"]["knowledge.matched"]) == ("enumerate", 1)

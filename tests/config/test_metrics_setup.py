@@ -15,7 +15,7 @@ from config.observability import _wants_otlp, metrics_port
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_without_an_exporter_no_sdk_is_loaded_and_the_instruments_are_no_ops() -> None:
+def test_without_an_exporter_nothing_of_opentelemetry_is_loaded_and_the_instruments_are_no_ops() -> None:
     code = (
         "import sys\n"
         "from config.observability import configure_metrics\n"
@@ -23,7 +23,7 @@ def test_without_an_exporter_no_sdk_is_loaded_and_the_instruments_are_no_ops() -
         "assert configure_metrics('knowledge-cli', environ={}) is False\n"
         "instruments().files_indexed.add(3, {'knowledge.outcome': 'added'})\n"
         "instruments().search_duration.record(0.01, {'knowledge.tier': 'lexical'})\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry.sdk', 'prometheus_client'))))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'prometheus_client'))))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

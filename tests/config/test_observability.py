@@ -70,6 +70,39 @@ def test_the_otlp_exporter_is_installed_when_an_endpoint_is_set(tmp_path: Path) 
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
                             env=env)
     assert result.stdout.split() == ["TracerProvider", "['OTLPSpanExporter']", "knowledge-worker"], result.stderr
+
+
+def test_without_an_exporter_tracing_loads_no_sdk_and_spans_load_not_even_the_api() -> None:
+    code = (
+        "import sys\n"
+        "from config.observability import configure_tracing, traced\n"
+        "configure_tracing('knowledge-cli')\n"
+        "with traced('search') as span:\n"
+        "    span.set_attribute('knowledge.hits', 3)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+        "from opentelemetry import trace\n"
+        "print(type(trace.get_tracer_provider()).__name__)\n"
+    )
     bare = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin"})
-    assert bare.stdout.split() == ["TracerProvider", "[]", "knowledge-worker"], bare.stderr
+    assert bare.stdout.split() == ["[]", "ProxyTracerProvider"], bare.stderr
+
+
+def test_a_span_is_recorded_once_a_provider_is_installed(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    code = (
+        "from config.observability import configure_tracing, traced\n"
+        "configure_tracing('knowledge-cli')\n"
+        "try:\n"
+        "    with traced('search') as span:\n"
+        "        span.set_attribute('knowledge.hits', 3)\n"
+        "        raise KeyError('boom')\n"
+        "except KeyError:\n"
+        "    pass\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "KNOWLEDGE_TRACE_FILE": str(path)})
+    assert done.returncode == 0, done.stderr
+    (line,) = [json.loads(text) for text in path.read_text().splitlines()]
+    assert (line["name"], line["service"], line["status"]) == ("search", "knowledge-cli", "ERROR")
+    assert line["attributes"] == {"knowledge.hits": 3}
