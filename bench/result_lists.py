@@ -47,14 +47,13 @@ def record(code: Path, store: Path, queries: int, seed: int, out: Path) -> None:
     for name in [m for m in sys.modules if m.split(".")[0] in ("query", "pipeline", "config")]:
         del sys.modules[name]
     sys.path.insert(0, str(code.resolve()))
+    import query
     from config.loader import settings_from_mapping as code_settings
     from query.enumerate import enumerate_documents
     from query.lexical import FANOUT, search_ids
     from query.reader import Reader
     from query.search import search
     from query.terms import build_query
-
-    import query
     print(f"query package from {Path(query.__path__[0]).resolve()}", file=sys.stderr)
     settings = code_settings({}, store_base=store.resolve())
     lists: dict[str, Any] = {}
