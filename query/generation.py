@@ -43,6 +43,7 @@ class _Store:
     def __init__(self, path: Path, identity: tuple[int, int]) -> None:
         self.conn: Connection = db.connect_readonly(path)
         self.identity = identity
+        self.pid = os.getpid()
         self.version = -1
         self.values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self.held = 0
@@ -80,6 +81,8 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 def _poll(path: Path) -> tuple[_Store, int] | None:
     """The store's entry and its generation now (None when the file cannot be watched); call under _lock."""
+    if any(s.pid != os.getpid() for s in _stores.values()):
+        _stores.clear()  # a forked child never uses its parent's connections (nor closes them)
     key = str(path)
     identity = _identity(path)
     found = _stores.get(key)
