@@ -193,7 +193,8 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
             hits = per_term[doc_id]
             body += hits.body
             heading += hits.heading
-            first = min(first, hits.first)
+            if hits.first < first:
+                first = hits.first
         if body + heading >= min_matches:
             totals[doc_id] = DocumentHits(body, heading, first)
     documents = _hydrate(conn, totals, sort, limit)
