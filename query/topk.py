@@ -61,7 +61,8 @@ def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str)
     try:
         return _pruned(conn, query, limit, weights)
     finally:
-        conn.execute("COMMIT")
+        if conn.in_transaction:  # an error may have ended it already; never mask that error
+            conn.execute("COMMIT")
 
 
 def _pruned(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
