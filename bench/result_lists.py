@@ -17,6 +17,10 @@ query:
 - match: query.enumerate.enumerate_documents with no limit, every matching document in order with
   its counts and first section, the total, and the per-term reports.
 
+`time` prints the p50/p95 (wall) and CPU p50 of the text queries through --code's lexical search
+(warm reader, top 5) and match (a reader per call, limit 50), as bench_query.py measures them;
+alternate two codes (main, branch, main, branch) to compare them at the same load.
+
 `compare` reports every difference: ids or order differ, a score differs by more than 1e-9
 (relative), a match set or count differs. It exits 1 when anything differs.
 """
@@ -83,6 +87,46 @@ def record(code: Path, store: Path, queries: int, seed: int, out: Path) -> None:
     print(f"recorded {len(lists)} queries into {out}", file=sys.stderr)
 
 
+def timing(code: Path, store: Path, queries: int, seed: int) -> None:
+    """Print p50/p95 wall and CPU ms of code's lexical search (warm reader) and match (reader per call)."""
+    import statistics
+    import time
+
+    sys.path.insert(0, str(BENCH))
+    from bench_query import sample_queries
+
+    from config.loader import settings_from_mapping
+
+    text = sample_queries(settings_from_mapping({}, store_base=store.resolve()), queries, seed)
+    for name in [m for m in sys.modules if m.split(".")[0] in ("query", "pipeline", "config")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(code.resolve()))
+    from config.loader import settings_from_mapping as code_settings
+    from query.enumerate import enumerate_documents
+    from query.reader import Reader
+    from query.search import search
+
+    settings = code_settings({}, store_base=store.resolve())
+
+    def run(fn: Any) -> dict[str, float]:
+        for q in text[:10]:
+            fn(q)
+        wall, cpu = [], []
+        for q in text:
+            w, c = time.perf_counter(), time.thread_time()
+            fn(q)
+            cpu.append(time.thread_time() - c)
+            wall.append(time.perf_counter() - w)
+        p95 = max(0, -(-len(text) * 95 // 100) - 1)
+        return {"p50_ms": round(statistics.median(wall) * 1000, 2), "p95_ms": round(sorted(wall)[p95] * 1000, 2),
+                "cpu_p50_ms": round(statistics.median(cpu) * 1000, 2)}
+
+    with Reader(settings) as reader:
+        found = {"search_lexical_warm": run(lambda q: search(settings, q, 5, reader))}
+    found["match"] = run(lambda q: enumerate_documents(settings, q, 50))
+    print(json.dumps({"code": str(code), **found}), flush=True)
+
+
 def _close(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -120,12 +164,20 @@ def main() -> None:
     rec.add_argument("--queries", type=int, default=300)
     rec.add_argument("--seed", type=int, default=1)
     rec.add_argument("--out", type=Path, required=True)
+    tim = verbs.add_parser("time", help="p50/p95 of text search and match with --code (run it ABAB for two codes)")
+    tim.add_argument("--code", type=Path, required=True)
+    tim.add_argument("--store", type=Path, required=True)
+    tim.add_argument("--queries", type=int, default=300)
+    tim.add_argument("--seed", type=int, default=1)
     cmp = verbs.add_parser("compare")
     cmp.add_argument("old", type=Path)
     cmp.add_argument("new", type=Path)
     args = parser.parse_args()
     if args.verb == "record":
         record(args.code, args.store, args.queries, args.seed, args.out)
+        return
+    if args.verb == "time":
+        timing(args.code, args.store, args.queries, args.seed)
         return
     old, new = json.loads(args.old.read_text()), json.loads(args.new.read_text())
     found = differences(old, new)

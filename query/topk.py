@@ -61,8 +61,13 @@ def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str)
     try:
         return _pruned(conn, query, limit, weights)
     finally:
-        if conn.in_transaction:  # an error may have ended it already; never mask that error
-            conn.execute("COMMIT")
+        _end(conn)
+
+
+def _end(conn: Connection) -> None:
+    """End the read transaction if it is still open (an error may have ended it: never mask that error)."""
+    if conn.in_transaction:
+        conn.execute("COMMIT")
 
 
 def _pruned(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
