@@ -40,7 +40,8 @@ def test_a_match_after_a_reindex_sees_the_new_text(tmp_path: Path) -> None:
     settings = _store(tmp_path, {"docs/a.md": "# A\n\nalpha beta\n", "docs/b.md": "# B\n\nalpha gamma\n"})
     try:
         assert [d.path for d in enumerate_documents(settings, "alpha").documents] == ["docs/a.md", "docs/b.md"]
-        build_store(settings, {"docs/b.md": "# B\n\ngamma only\n", "docs/c.md": "# C\n\nalpha alpha\n\n## alpha\n\nx\n"})
+        build_store(settings, {"docs/b.md": "# B\n\ngamma only\n",
+                               "docs/c.md": "# C\n\nalpha alpha\n\n## alpha\n\nx\n"})
         found = enumerate_documents(settings, "alpha")
         assert [(d.path, d.body_matches, d.heading_matches) for d in found.documents] == [
             ("docs/c.md", 1, 1), ("docs/a.md", 1, 0)]
