@@ -11,6 +11,7 @@ from a fixed table. CJK runs are matched as substrings through the trigram table
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +47,6 @@ SORTS = ("matches", "path")
 _SCOPES: dict[str | None, tuple[str, ...]] = {
     None: ("body", "heading_path"), "heading": ("heading_path",), "body": ("body",),
 }
-
-
 DEFAULT_LIMIT = 50
 
 
@@ -58,7 +57,6 @@ def checked_limit(limit: int | None) -> int | None:
     return limit
 
 NO_CHUNK = 1 << 62  # above every ordinal: the first matching chunk of a document not yet seen
-
 
 @dataclass(slots=True)
 class DocumentHits:
@@ -172,7 +170,8 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
         return EnumerateResult(STATUS_QUERY_EMPTY, note, text, dropped=parsed.dropped, indexed_documents=indexed)
     conn = reader.conn
     generation = Generation(reader.settings.db_path)
-    sets = {term: _documents(conn, term, generation) for term in parsed.terms}
+    columns = {term: _documents(conn, term, generation) for term in parsed.terms}
+    sets = {term: found.positions() for term, found in columns.items()}
     reports = [report(conn, term, len(sets[term]), generation) for term in parsed.terms]
     ordered = sorted(positives, key=lambda t: len(sets[t]))
     matching = set(sets[ordered[0]])
@@ -185,16 +184,16 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
     if filters is not None and active:
         matching &= filters.documents(conn)
     totals: dict[int, DocumentHits] = {}
-    found = [sets[term] for term in positives]
+    found = [(sets[term], columns[term]) for term in positives]
     for doc_id in matching:
         body = heading = 0
         first = NO_CHUNK
-        for per_term in found:
-            hits = per_term[doc_id]
-            body += hits.body
-            heading += hits.heading
-            if hits.first < first:
-                first = hits.first
+        for at, per_term in found:
+            i = at[doc_id]
+            body += per_term.body[i]
+            heading += per_term.heading[i]
+            if per_term.first[i] < first:
+                first = per_term.first[i]
         if body + heading >= min_matches:
             totals[doc_id] = DocumentHits(body, heading, first)
     documents = _hydrate(conn, totals, sort, limit)
@@ -249,19 +248,40 @@ def term_documents(conn: Connection, term: Term, table: str = "chunks_fts") -> d
         for doc_id, count, first in rows:
             hits = found.get(doc_id)
             if hits is None:
-                found[doc_id] = DocumentHits(count, 0, first) if in_body else DocumentHits(0, count, first)
-            elif in_body:
+                hits = found[doc_id] = DocumentHits(0, 0, first)
+            hits.first = min(hits.first, first)
+            if in_body:
                 hits.body += count
-                hits.first = min(hits.first, first)
             else:
                 hits.heading += count
-                hits.first = min(hits.first, first)
     return found
 
 
-def _documents(conn: Connection, term: Term, generation: Generation) -> dict[int, DocumentHits]:
+@dataclass(frozen=True)
+class Columns:
+    """A term's documents as compact columns (24 bytes a document), the form kept across queries."""
+
+    ids: array[int]
+    body: array[int]
+    heading: array[int]
+    first: array[int]
+
+    @classmethod
+    def of(cls, found: dict[int, DocumentHits]) -> Columns:
+        """The columns of term_documents' answer."""
+        hits = found.values()
+        return cls(array("q", found), *(array(code, (getattr(h, name) for h in hits)) for code, name in (
+            ("i", "body"), ("i", "heading"), ("q", "first"))))
+
+    def positions(self) -> dict[int, int]:
+        """Each document's position in the columns."""
+        return dict(zip(self.ids, range(len(self.ids))))
+
+
+def _documents(conn: Connection, term: Term, generation: Generation) -> Columns:
     """term_documents, kept for the store's generation (query/generation.py): the same words come back."""
-    return generation.get(("documents", term.text, term.field, term.cjk), lambda: term_documents(conn, term), len)
+    key = ("documents", term.text, term.field, term.cjk)
+    return generation.get(key, lambda: Columns.of(term_documents(conn, term)), lambda c: len(c.ids))
 
 
 def _cjk_documents(conn: Connection, term: Term) -> dict[int, DocumentHits]:
@@ -294,11 +314,9 @@ def report(conn: Connection, term: Term, any_form: int, generation: Generation |
     """A term's report: documents in any form (given) and as written, its stem, related forms."""
     if term.cjk:
         return TermReport(term, any_form, any_form, term.text)
-    if generation is not None:
-        written, stem, related = generation.get(("report", term.text, term.field),
-                                                lambda: _written_and_forms(conn, term))
-        return TermReport(term, any_form, written, stem, related)
-    return TermReport(term, any_form, *_written_and_forms(conn, term))
+    found = _written_and_forms(conn, term) if generation is None else generation.get(
+        ("report", term.text, term.field), lambda: _written_and_forms(conn, term))
+    return TermReport(term, any_form, *found)
 
 
 def _written_and_forms(conn: Connection, term: Term) -> tuple[int, str, tuple[str, ...]]:

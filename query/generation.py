@@ -32,7 +32,7 @@ from pipeline.db import Connection
 
 MAX_STORES = 4
 MAX_ENTRIES = 4096
-MAX_HELD = 500_000  # the sizes of a file's values (for match: documents listed), summed
+MAX_HELD = 2_000_000  # the sizes of a file's values (for match: documents listed, 24 bytes each), summed
 
 T = TypeVar("T")
 
