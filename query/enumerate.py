@@ -11,6 +11,7 @@ from a fixed table. CJK runs are matched as substrings through the trigram table
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from config.observability import traced
 from config.settings import Settings
 from pipeline.db import Connection
 from query.filters import Filter
+from query.generation import Generation
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
 from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
 from query.terms import TRIGRAM, quote
@@ -45,8 +47,6 @@ SORTS = ("matches", "path")
 _SCOPES: dict[str | None, tuple[str, ...]] = {
     None: ("body", "heading_path"), "heading": ("heading_path",), "body": ("body",),
 }
-
-
 DEFAULT_LIMIT = 50
 
 
@@ -56,13 +56,15 @@ def checked_limit(limit: int | None) -> int | None:
         raise QueryError(f"limit must be at least 1, got {limit}; ask for every document with all (--all)")
     return limit
 
-@dataclass
+NO_CHUNK = 1 << 62  # above every ordinal: the first matching chunk of a document not yet seen
+
+@dataclass(slots=True)
 class DocumentHits:
     """How one document matched one term: chunks matching in body and in heading, first chunk."""
 
     body: int = 0
     heading: int = 0
-    first: int = 1 << 62
+    first: int = NO_CHUNK
 
 
 @dataclass(frozen=True)
@@ -167,8 +169,10 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
             note += "; dropped terms under two characters: " + ", ".join(parsed.dropped)
         return EnumerateResult(STATUS_QUERY_EMPTY, note, text, dropped=parsed.dropped, indexed_documents=indexed)
     conn = reader.conn
-    sets = {term: term_documents(conn, term) for term in parsed.terms}
-    reports = [report(conn, term, len(sets[term])) for term in parsed.terms]
+    generation = Generation(reader.settings.db_path)
+    columns = {term: _documents(conn, term, generation) for term in parsed.terms}
+    sets = {term: found.positions() for term, found in columns.items()}
+    reports = [report(conn, term, len(sets[term]), generation) for term in parsed.terms]
     ordered = sorted(positives, key=lambda t: len(sets[t]))
     matching = set(sets[ordered[0]])
     for term in ordered[1:]:
@@ -180,16 +184,20 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
     if filters is not None and active:
         matching &= filters.documents(conn)
     totals: dict[int, DocumentHits] = {}
+    found = [(sets[term], columns[term]) for term in positives]
     for doc_id in matching:
-        total = DocumentHits()
-        for term in positives:
-            hits = sets[term][doc_id]
-            total.body += hits.body
-            total.heading += hits.heading
-            total.first = min(total.first, hits.first)
-        if total.body + total.heading >= min_matches:
-            totals[doc_id] = total
+        body = heading = 0
+        first = NO_CHUNK
+        for at, per_term in found:
+            i = at[doc_id]
+            body += per_term.body[i]
+            heading += per_term.heading[i]
+            if per_term.first[i] < first:
+                first = per_term.first[i]
+        if body + heading >= min_matches:
+            totals[doc_id] = DocumentHits(body, heading, first)
     documents = _hydrate(conn, totals, sort, limit)
+    generation.keep()
     result = EnumerateResult(STATUS_OK, "", text, reports, parsed.dropped, len(totals), documents, indexed)
     result.note = ok_note(result)
     if filters is not None and active:
@@ -236,14 +244,44 @@ def term_documents(conn: Connection, term: Term, table: str = "chunks_fts") -> d
             f" WHERE {table} MATCH ? GROUP BY c.document_id",
             (fts_expression(term, column),),
         ).fetchall()
+        in_body = column == "body"
         for doc_id, count, first in rows:
-            hits = found.setdefault(int(doc_id), DocumentHits())
-            if column == "body":
-                hits.body += int(count)
+            hits = found.get(doc_id)
+            if hits is None:
+                hits = found[doc_id] = DocumentHits(0, 0, first)
+            hits.first = min(hits.first, first)
+            if in_body:
+                hits.body += count
             else:
-                hits.heading += int(count)
-            hits.first = min(hits.first, int(first))
+                hits.heading += count
     return found
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A term's documents as compact columns (24 bytes a document), the form kept across queries."""
+
+    ids: array[int]
+    body: array[int]
+    heading: array[int]
+    first: array[int]
+
+    @classmethod
+    def of(cls, found: dict[int, DocumentHits]) -> Columns:
+        """The columns of term_documents' answer."""
+        hits = found.values()
+        return cls(array("q", found), *(array(code, (getattr(h, name) for h in hits)) for code, name in (
+            ("i", "body"), ("i", "heading"), ("q", "first"))))
+
+    def positions(self) -> dict[int, int]:
+        """Each document's position in the columns."""
+        return dict(zip(self.ids, range(len(self.ids))))
+
+
+def _documents(conn: Connection, term: Term, generation: Generation) -> Columns:
+    """term_documents, kept for the store's generation (query/generation.py): the same words come back."""
+    key = ("documents", term.text, term.field, term.cjk)
+    return generation.get(key, lambda: Columns.of(term_documents(conn, term)), lambda c: len(c.ids))
 
 
 def _cjk_documents(conn: Connection, term: Term) -> dict[int, DocumentHits]:
@@ -272,27 +310,41 @@ def _cjk_documents(conn: Connection, term: Term) -> dict[int, DocumentHits]:
     return found
 
 
-def report(conn: Connection, term: Term, any_form: int) -> TermReport:
+def report(conn: Connection, term: Term, any_form: int, generation: Generation | None = None) -> TermReport:
     """A term's report: documents in any form (given) and as written, its stem, related forms."""
     if term.cjk:
         return TermReport(term, any_form, any_form, term.text)
+    found = _written_and_forms(conn, term) if generation is None else generation.get(
+        ("report", term.text, term.field), lambda: _written_and_forms(conn, term))
+    return TermReport(term, any_form, *found)
+
+
+def _written_and_forms(conn: Connection, term: Term) -> tuple[int, str, tuple[str, ...]]:
+    """(documents holding the term as written, its stem, the index's other forms of it)."""
     column = _SCOPES[term.field][0] if term.field else None
     as_written = document_count(conn, "chunks_fts_exact", fts_expression(term, column))
     words = [w.lower() for w in WORD.findall(term.text)]
     stems = STEMMER.stems(words)
     stem = " ".join(stems[w] for w in words)
     related = tuple(other_forms(conn, stem, words[0])) if len(words) == 1 else ()
-    return TermReport(term, any_form, as_written, stem, related)
+    return as_written, stem, related
 
 
 def _hydrate(conn: Connection, totals: dict[int, DocumentHits], sort: str, limit: int | None) -> list[MatchedDocument]:
     if not totals or limit == 0:
         return []
-    paths = _paths(conn, list(totals))
     if sort == "path":
+        paths = _paths(conn, list(totals))
         order = sorted(totals, key=lambda d: paths[d])
     else:
-        order = sorted(totals, key=lambda d: (-totals[d].body, -totals[d].heading, paths[d]))
+        # By counts, ties by path: only the documents at or above the limit-th count need a path.
+        counts = {d: (-t.body, -t.heading) for d, t in totals.items()}
+        shown = list(totals)
+        if limit is not None and limit < len(shown):
+            cut = sorted(counts.values())[max(0, limit - 1)]
+            shown = [d for d in shown if counts[d] <= cut]
+        paths = _paths(conn, shown)
+        order = sorted(shown, key=lambda d: (*counts[d], paths[d]))
     if limit is not None:
         order = order[: max(0, limit)]
     sections = _sections(conn, [(d, totals[d].first) for d in order])

@@ -15,9 +15,11 @@ from pipeline.db import Connection
 from query.frequency import without_common
 from query.fusion import rrf
 from query.terms import TRIGRAM, LexicalQuery, quote, trigrams
+from query.topk import exact_top_k
 
 FANOUT = 50
 HEADING_WEIGHT = 2.0
+WEIGHTS = f"1.0, {HEADING_WEIGHT}"  # bm25()'s column weights: body, heading_path
 # The filtered form of each query (query/filters.py): only the chunks of the allowed documents, a
 # JSON array of document ids, are candidates, so the LIMIT counts allowed chunks only. `+rowid` keeps
 # the IN list out of FTS5's index plan: as a rowid constraint SQLite would run the MATCH once per
@@ -44,8 +46,11 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
         return []
     if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
         query = without_common(conn, query, limit)
+        pruned = exact_top_k(conn, query, limit, WEIGHTS)
+        if pruned is not None:
+            return pruned
     rows = conn.execute(
-        f"SELECT rowid, bm25(chunks_fts, 1.0, {HEADING_WEIGHT}) AS score FROM chunks_fts"
+        f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS score FROM chunks_fts"
         f" WHERE chunks_fts MATCH ?{ALLOWED_ROWS if allowed is not None else ''} ORDER BY score, rowid LIMIT ?",
         (query.expression, *_args(allowed), limit),
     ).fetchall()

@@ -1,0 +1,155 @@
+"""Answers kept across readers for as long as the store holds the same data.
+
+`knowledge match` spends nearly all its time turning each term's matching chunks into documents
+(a join of every matching chunk with its document): ~90k chunks for "the" at 100k chunks, and
+the same words come back query after query. A server opens a Reader per request, so a cache on a
+connection would die with it; this one lives in the process, per store file, and is valid for
+one *generation* of the store:
+
+- a sentinel connection per store file (read-only, never writing) reads `PRAGMA data_version`,
+  which changes whenever any other connection, of this process or another, commits to the file;
+- the file's (device, inode) is checked at every poll, so a store reset (a new file at the same
+  path) starts a new sentinel and an empty cache; the sentinel holds the old file open, so its
+  inode cannot be reused meanwhile.
+
+A value is stored only when the generation read before computing it equals the one read after,
+so it never holds a mix of two generations, and it is served only while the generation is that
+same one. The cache is bounded (MAX_STORES files; MAX_ENTRIES values and MAX_HELD of their sizes a
+file, least recently used first out) and thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pipeline import db
+from pipeline.db import Connection
+
+MAX_STORES = 4
+MAX_ENTRIES = 4096
+MAX_HELD = 2_000_000  # the sizes of a file's values (for match: documents listed, 24 bytes each), summed
+
+T = TypeVar("T")
+
+
+class _Store:
+    """One store file's sentinel, its generation and the values computed in it."""
+
+    def __init__(self, path: Path, identity: tuple[int, int]) -> None:
+        self.conn: Connection = db.connect_readonly(path)
+        self.identity = identity
+        self.pid = os.getpid()
+        self.version = -1
+        self.values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self.held = 0
+
+    def poll(self) -> int:
+        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self.version:
+            self.version = version
+            self.values.clear()
+            self.held = 0
+        return version
+
+    def add(self, values: dict[Hashable, tuple[Any, int]]) -> None:
+        for key, (value, size) in values.items():
+            if key in self.values or size > MAX_HELD:
+                continue
+            self.values[key] = (value, size)
+            self.held += size
+        while len(self.values) > MAX_ENTRIES or self.held > MAX_HELD:
+            _, (_, size) = self.values.popitem(last=False)
+            self.held -= size
+
+
+_lock = threading.Lock()
+_stores: OrderedDict[str, _Store] = OrderedDict()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _poll(path: Path) -> tuple[_Store, int] | None:
+    """The store's entry and its generation now (None when the file cannot be watched); call under _lock."""
+    if any(s.pid != os.getpid() for s in _stores.values()):
+        _stores.clear()  # a forked child never uses its parent's connections (nor closes them)
+    key = str(path)
+    identity = _identity(path)
+    found = _stores.get(key)
+    if found is not None and found.identity != identity:
+        found.conn.close()
+        del _stores[key]
+        found = None
+    if identity is None:
+        return None
+    if found is None:
+        try:
+            found = _Store(path, identity)
+        except Exception:  # an unreadable store: nothing is cached, the query reports it itself
+            return None
+        _stores[key] = found
+        while len(_stores) > MAX_STORES:
+            _, evicted = _stores.popitem(last=False)
+            evicted.conn.close()
+    _stores.move_to_end(key)
+    return found, found.poll()
+
+
+class Generation:
+    """The values of one store generation a query may use, and the new ones it may keep."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with _lock:
+            polled = _poll(path)
+        self._store = polled[0] if polled else None
+        self._version = polled[1] if polled else -1
+        self._new: dict[Hashable, tuple[Any, int]] = {}
+
+    def get(self, key: Hashable, compute: Callable[[], T], size: Callable[[T], int] = lambda _: 1) -> T:
+        """The value of key in this generation: kept from an earlier query, or computed now.
+
+        size weighs the value against MAX_HELD. Values are shared between queries and threads:
+        callers must not change them.
+        """
+        store = self._store
+        if store is not None:
+            with _lock:
+                if store.version == self._version and key in store.values:
+                    store.values.move_to_end(key)
+                    return store.values[key][0]  # type: ignore[no-any-return]
+        if key in self._new:
+            return self._new[key][0]  # type: ignore[no-any-return]
+        value = compute()
+        self._new[key] = (value, size(value))
+        return value
+
+    def keep(self) -> None:
+        """Store the values computed since the generation was read, if it has not changed since."""
+        store = self._store
+        if store is None or not self._new:
+            return
+        with _lock:
+            polled = _poll(self.path)
+            if polled is None or polled[0] is not store or polled[1] != self._version:
+                return
+            store.add(self._new)
+        self._new = {}
+
+
+def forget(path: Path) -> None:
+    """Close the sentinel of a store file and drop its values (tests, and a process letting a store go)."""
+    with _lock:
+        found = _stores.pop(str(path), None)
+        if found is not None:
+            found.conn.close()

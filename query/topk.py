@@ -1,0 +1,100 @@
+"""The exact BM25 top k of an OR query, scoring only the rows that can reach it.
+
+FTS5 computes bm25() for every row an OR query matches before ORDER BY ... LIMIT keeps k of them,
+and that scoring is most of a query's cost: a few common words match tens of thousands of chunks.
+But BM25 is a sum over the query's phrases, and one phrase adds less than (k1 + 1) * idf to any
+row, whatever its frequency or length (FTS5's bm25 uses k1 = 1.2). So a row holding only one
+query term t scores less than bound(t) = 2.2 * idf(t), and:
+
+1. the *seed* rows, those holding two or more distinct query terms (plus every row of a term
+   held by few rows, cheap to score), are scored with the full query; the k-th best of them is
+   a floor every final top-k score reaches;
+2. a term whose bound reaches that floor is *dangerous*: its other rows, holding it alone, might
+   still make the top k, so they are scored too; every other row holds a single term whose bound
+   is below the floor and cannot.
+
+The answer is the k best of the rows scored, by (score, rowid): exactly the rows, order and scores
+of the full query, because every score comes from the same bm25() over the same full expression
+(the restriction is a plain filter on rowid, which leaves the phrases, their IDFs and the average
+length alone), and a row never scored is strictly below k rows that were. When the seed has fewer
+than k rows, or a query has one term, too many terms or only rare ones, the full query runs as
+before.
+
+Document frequencies and the row count come from query/frequency.py's per-connection cache (the
+numbers FTS5 itself uses: the porter vocabulary's document counts, the chunk count).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+from pipeline.db import Connection
+from query.frequency import frequencies
+from query.terms import LexicalQuery, quote
+
+BM25_K1 = 1.2  # FTS5's bm25 constant (fts5_aux.c); b = 0.75 does not enter the bound
+IDF_FLOOR = 1e-6  # FTS5 clamps a non-positive IDF to this
+BOUND_MARGIN = 1e-6  # relative slack on each bound, far above the rounding of log() and the score
+MAX_TERMS = 8  # the seed expression has one AND pair per two terms: at most 28 pairs
+SEED_FRACTION = 0.025  # a term held by at most this share of the rows is scored whole, in the seed
+FULL_BELOW = 2000  # queries matching at most this many rows in all are cheap: no pruning
+
+
+def score_sql(weights: str) -> str:
+    """The full query's rows, bm25 with weights, best k first; `?2` restricts them when given."""
+    return (f"SELECT rowid, bm25(chunks_fts, {weights}) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1"
+            " AND +rowid IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?2) ORDER BY score, rowid LIMIT ?3")
+
+
+def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
+    """(rowid, bm25) of the exact top limit of query.expression, or None when pruning cannot help.
+
+    None asks the caller to run the full query: one term, more than MAX_TERMS, an unknown
+    frequency, few rows in all, no term held by many rows, or a seed of fewer than limit rows.
+    The counts and both scoring statements are read in one read transaction (one snapshot), so a
+    write landing meanwhile cannot make a bound disagree with the IDFs bm25() uses.
+    """
+    if not 2 <= len(query.terms) <= MAX_TERMS or conn.in_transaction:
+        return None
+    conn.execute("BEGIN")
+    try:
+        return _pruned(conn, query, limit, weights)
+    finally:
+        _end(conn)
+
+
+def _end(conn: Connection) -> None:
+    """End the read transaction if it is still open (an error may have ended it: never mask that error)."""
+    if conn.in_transaction:
+        conn.execute("COMMIT")
+
+
+def _pruned(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
+    terms = query.terms
+    rows, found = frequencies(conn, terms)
+    counts = {t: found.get(t) for t in terms}
+    if not rows or any(n is None for n in counts.values()):
+        return None
+    held = {t: int(n or 0) for t, n in counts.items()}
+    small = [t for t in terms if held[t] <= rows * SEED_FRACTION]
+    if sum(held.values()) <= FULL_BELOW or len(small) == len(terms):
+        return None
+    seed = " OR ".join([f"({quote(a)} AND {quote(b)})" for a, b in combinations(terms, 2)]
+                       + [quote(t) for t in small])
+    sql = score_sql(weights)
+    scored = conn.execute(sql, (query.expression, seed, limit)).fetchall()
+    if len(scored) < limit:
+        return None
+    floor = -float(scored[-1][1])
+    dangerous = [t for t in terms if t not in small and bound(rows, held[t]) >= floor]
+    if dangerous:
+        scored += conn.execute(sql, (query.expression, " OR ".join(quote(t) for t in dangerous), limit)).fetchall()
+    best = {int(r[0]): float(r[1]) for r in scored}
+    return sorted(best.items(), key=lambda item: (item[1], item[0]))[:limit]
+
+
+def bound(rows: int, held: int) -> float:
+    """More than any one phrase held by `held` of `rows` rows adds to a row's BM25 score (with margin)."""
+    idf = math.log((rows - held + 0.5) / (held + 0.5))
+    return (BM25_K1 + 1.0) * (idf if idf > 0 else IDF_FLOOR) * (1.0 + BOUND_MARGIN)

@@ -1,0 +1,89 @@
+"""The pruned BM25 top k: exactly the full query's rows, order and scores, before and after a write."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from config.settings import Settings
+from query.lexical import WEIGHTS, search_ids
+from query.reader import Reader
+from query.terms import build_query
+from query.topk import exact_top_k
+from tests.query.stores import build_store, store_settings
+
+WORDS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)]
+FULL = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+        " ORDER BY score, rowid LIMIT ?")
+
+
+def _text(rng: random.Random, words: list[str], n: int) -> str:
+    weights = [1.0 / (rank + 2) for rank in range(len(words))]  # Zipf: a few words in most sections
+    return " ".join(rng.choices(words, weights, k=n))
+
+
+def _docs(seed: int, count: int = 100) -> dict[str, str]:
+    rng = random.Random(seed)
+    docs = {}
+    for d in range(count):
+        sections = [f"## {_text(rng, WORDS, 2)}\n\n{_text(rng, WORDS, rng.randint(5, 60))}\n" for _ in range(8)]
+        docs[f"docs/{d}.md"] = f"# {_text(rng, WORDS, 3)}\n\n" + "\n".join(sections)
+    return docs
+
+
+@pytest.fixture
+def zipf_store(tmp_path: Path) -> Settings:
+    return build_store(store_settings(tmp_path), _docs(1))
+
+
+def _queries(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(WORDS[:40], rng.randint(2, 5))) for _ in range(n)]
+
+
+def _scoring_statements(reader: Reader, text: str, limit: int) -> tuple[list[tuple[int, float]] | None, int]:
+    """exact_top_k's answer and how many bm25 statements it ran (SQLite's own trace of the connection)."""
+    statements: list[str] = []
+    reader.conn.set_trace_callback(statements.append)
+    try:
+        found = exact_top_k(reader.conn, build_query(text), limit, WEIGHTS)
+    finally:
+        reader.conn.set_trace_callback(None)
+    return found, sum(1 for s in statements if "bm25(" in s)
+
+
+def test_the_pruned_top_k_is_the_full_querys_top_k_row_for_row_and_score_for_score(zipf_store: Settings) -> None:
+    paths = {1: 0, 2: 0}
+    with Reader(zipf_store) as reader:
+        for text in _queries(2, 150):
+            for limit in (5, 50):
+                expression = build_query(text).expression
+                full = [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (expression, limit))]
+                found, statements = _scoring_statements(reader, text, limit)
+                if found is None:
+                    continue
+                assert found == full, text
+                paths[statements] += 1
+    assert paths[1] and paths[2]  # both the seed alone and the seed plus a dangerous term's rows were exercised
+
+
+def test_a_search_after_a_reindex_sees_the_new_text_and_stays_exact(zipf_store: Settings) -> None:
+    with Reader(zipf_store) as reader:
+        before = {text: search_ids(reader.conn, build_query(text), 10) for text in _queries(3, 40)}
+        build_store(zipf_store, _docs(4, 60))  # documents 0-59 rewritten: every frequency moves
+        for text in before:
+            expression = build_query(text).expression
+            full = [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (expression, 10))]
+            found, _ = _scoring_statements(reader, text, 10)
+            assert found is None or found == full, text
+        changed = [t for t in before if search_ids(reader.conn, build_query(t), 10) != before[t]]
+        assert changed  # the warm reader answers from the new text, not from what it counted before
+
+
+def test_queries_pruning_cannot_help_are_left_to_the_full_query(zipf_store: Settings) -> None:
+    with Reader(zipf_store) as reader:
+        assert exact_top_k(reader.conn, build_query(WORDS[0]), 10, WEIGHTS) is None  # one term
+        assert exact_top_k(reader.conn, build_query(" ".join(WORDS[:9])), 10, WEIGHTS) is None  # too many terms
+        assert exact_top_k(reader.conn, build_query(f"{WORDS[58]} {WORDS[59]}"), 10, WEIGHTS) is None  # few rows in all
