@@ -14,7 +14,8 @@ tree's query code answers the same queries from both stores and the answers are 
   `search --json` shape (scores, sections, contents);
 - match: --queries match queries (words, phrases, `heading:`/`body:` scopes, exclusions, CJK), no
   limit: the `match --json` shape (every matching document, counts, term reports);
-- words: --queries patterns (prefixes, infixes, suffixes), with document counts: the `words --json` shape.
+- words: --queries patterns (prefixes, infixes, suffixes), as `knowledge words PATTERN --json` answers
+  them (document counts for lists of up to 20 words).
 
 Both stores are built with one ingest thread (knowledge.workers: 1), so documents reach the
 writer in walk order and get the same ids in both (with two threads the order, and so the ids that
@@ -81,6 +82,13 @@ def index(tree: Path | None, corpus: Path, base: Path) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
 
 
+def store_totals(base: Path) -> dict[str, Any]:
+    """The documents and chunks of a store built by an earlier run (--reuse)."""
+    with Reader(settings_from_mapping({}, store_base=base)) as reader:
+        files, chunks = reader.conn.execute("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents").fetchone()
+    return {"files": int(files), "chunks": int(chunks)}
+
+
 def queries(settings: Settings, n: int, seed: int) -> tuple[list[str], list[str], list[str]]:
     """n search queries, n match queries and n word patterns drawn from the store's own text and vocabulary."""
     rng = random.Random(seed)
@@ -143,7 +151,7 @@ def answers(settings: Settings, search: list[str], match: list[str], patterns: l
             result = enumerate_module.enumerate_documents(settings, text, None, reader=reader)
             out["match"].append(enumerate_module.to_json(result))
         for pattern in patterns:
-            out["words"].append(words_module.list_words(settings, pattern, True, reader).to_json())
+            out["words"].append(words_module.list_words(settings, pattern, None, reader).to_json())
     return out
 
 
@@ -161,6 +169,7 @@ def main() -> None:
     parser.add_argument("--mixed", type=int, default=300, help="files of the mixed tree (CJK, identifiers)")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=BENCH / "out" / "result-lists")
+    parser.add_argument("--reuse", action="store_true", help="compare the stores an earlier run built under --out")
     args = parser.parse_args()
     corpus = args.out / "corpus"
     if not (corpus / "mixed").exists():
@@ -170,8 +179,9 @@ def main() -> None:
     tree = baseline_tree(args.baseline, args.out)
     # One ingest thread: documents reach the writer in walk order, so both stores get the same ids.
     (args.out / "knowledge.yaml").write_text("knowledge:\n  workers: 1\n", encoding="utf-8")
-    built = {"baseline": index(tree, corpus, args.out / "store-baseline"),
-             "this": index(None, corpus, args.out / "store-this")}
+    built = {name: store_totals(base) if args.reuse else index(code, corpus, base)
+             for name, code, base in (("baseline", tree, args.out / "store-baseline"),
+                                      ("this", None, args.out / "store-this"))}
     stores = {name: settings_from_mapping({}, store_base=args.out / f"store-{name}") for name in built}
     search, match, patterns = queries(stores["baseline"], args.queries, 7)
     got = {name: answers(settings, search, match, patterns) for name, settings in stores.items()}
