@@ -2,13 +2,19 @@
 
 In one run, on one generated corpus:
   (a) floor: one process reads, hashes, chunks and inserts every file with the project's own
-      chunker and Store (one transaction per document), no queue, no threads;
+      chunker and Store (the documents of each BATCH_FILES files in one transaction, as the
+      writer applies a staged batch), no queue, no threads;
   (b) `knowledge index` (the embedded default: Dramatiq StubBroker, ingest threads, one writer
       thread), first run into an empty store;
   (c) `knowledge index` again with nothing changed (the stat fast path).
 Reports seconds and the ratios (b)/(a) and (c) in seconds. Usage:
 
     .venv/bin/python bench/bench_index.py --files 10000 [--out bench/out/index]
+
+With --baseline REF (a commit, e.g. main) it also measures the floor of that commit's code, from a
+detached `git worktree` of it under --out, in the same run (first), and reports (b) and (a)
+against it: the figure to read when a change makes the writer itself faster. --rounds N repeats
+the whole sequence N times (interleaved) and reports medians.
 
 With --metrics-rounds N it measures instead the cost of metrics on (b): N interleaved rounds of a
 first run with no exporter configured, with the OTLP metrics exporter (every second, to a loopback
@@ -38,9 +44,28 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from corpus import generate  # noqa: E402
 
 from pipeline.files import ingest_file  # noqa: E402
-from pipeline.models import FileJob  # noqa: E402
+from pipeline.models import Document, FileJob  # noqa: E402
 from pipeline.store import Store  # noqa: E402
 from pipeline.walker import walk_root  # noqa: E402
+
+BATCH_FILES = 32  # knowledge.batch_files' default: the files of one ingest message, one write transaction
+
+# The floor of another commit's code: the same loop, run by this interpreter with that tree first on
+# sys.path. It calls only Store.apply (one transaction per document), which every format has.
+BASELINE_FLOOR = """
+import sys, time
+sys.path[:0] = [sys.argv[1]]
+from pipeline.files import ingest_file
+from pipeline.models import FileJob
+from pipeline.store import Store
+from pipeline.walker import walk_root
+start = time.perf_counter()
+store = Store(__import__("pathlib").Path(sys.argv[3]))
+for found in walk_root(sys.argv[2]).files:
+    store.apply(ingest_file(FileJob(found.path, found.root, found.size, found.mtime_ns, None)))
+store.close()
+print(time.perf_counter() - start)
+"""
 
 
 def floor(corpus: Path, store_dir: Path) -> float:
@@ -48,11 +73,38 @@ def floor(corpus: Path, store_dir: Path) -> float:
     shutil.rmtree(store_dir, ignore_errors=True)
     start = time.perf_counter()
     store = Store(store_dir / "knowledge.db")
+    batch: list[Document] = []
     for found in walk_root(str(corpus)).files:
         doc = ingest_file(FileJob(found.path, found.root, found.size, found.mtime_ns, None))
-        store.apply(doc)  # type: ignore[arg-type]
+        batch.append(doc)  # type: ignore[arg-type]
+        if len(batch) == BATCH_FILES:
+            store.apply_group(batch)
+            batch = []
+    store.apply_group(batch)
     store.close()
     return time.perf_counter() - start
+
+
+def baseline_tree(ref: str, out: Path) -> Path:
+    """A detached worktree of ref's commit under out (made once per commit), for its floor."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    tree = out / f"baseline-{commit[:12]}"
+    if not (tree / "pipeline" / "store.py").exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
+                       capture_output=True, check=True)
+    return tree
+
+
+def baseline_floor(tree: Path, corpus: Path, store_dir: Path) -> float:
+    """The floor of the code in tree (one process, one transaction per document), in seconds."""
+    shutil.rmtree(store_dir, ignore_errors=True)
+    store_dir.mkdir(parents=True)
+    command = [sys.executable, "-c", BASELINE_FLOOR, str(tree), str(corpus), str(store_dir / "knowledge.db")]
+    proc = subprocess.run(command, capture_output=True, text=True, check=True)
+    return float(proc.stdout.strip())
 
 
 def knowledge_index(corpus: Path, store_base: Path, extra_env: dict[str, str] | None = None) -> tuple[float, dict]:
@@ -131,6 +183,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "index")
+    parser.add_argument("--baseline", default=None, help="also measure the floor of this commit (e.g. main)")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the sequence, reporting medians")
     parser.add_argument("--metrics-rounds", type=int, default=0,
                         help="measure the metrics overhead over this many interleaved rounds instead")
     args = parser.parse_args()
@@ -144,18 +198,35 @@ def main() -> None:
         print(json.dumps({"machine": machine, "files": args.files, "megabytes": round(mb, 1),
                           **metrics_overhead(corpus, args.out, args.metrics_rounds)}))
         return
-    floor_s = floor(corpus, args.out / "floor")
-    store_base = args.out / "embedded"
-    shutil.rmtree(store_base, ignore_errors=True)
-    first_s, first = knowledge_index(corpus, store_base)
-    again_s, again = knowledge_index(corpus, store_base)
+    tree = baseline_tree(args.baseline, args.out) if args.baseline else None
+    runs: dict[str, list[float]] = {"baseline_floor_s": [], "floor_s": [], "first_run_s": [], "no_change_s": []}
+    first: dict = {}
+    again: dict = {}
+    for _ in range(max(1, args.rounds)):
+        if tree is not None:
+            runs["baseline_floor_s"].append(baseline_floor(tree, corpus, args.out / "baseline-floor"))
+        runs["floor_s"].append(floor(corpus, args.out / "floor"))
+        store_base = args.out / "embedded"
+        shutil.rmtree(store_base, ignore_errors=True)
+        took, first = knowledge_index(corpus, store_base)
+        runs["first_run_s"].append(took)
+        took, again = knowledge_index(corpus, store_base)
+        runs["no_change_s"].append(took)
+    med = {name: statistics.median(v) for name, v in runs.items() if v}
     result = {
         "machine": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}",
-        "files": args.files, "megabytes": round(mb, 1), "chunks": first["chunks"],
-        "floor_s": round(floor_s, 2), "first_run_s": round(first_s, 2), "no_change_s": round(again_s, 2),
-        "first_run_over_floor": round(first_s / floor_s, 2),
+        "files": args.files, "megabytes": round(mb, 1), "chunks": first["chunks"], "rounds": max(1, args.rounds),
+        **{name: round(v, 2) for name, v in med.items()},
+        "first_run_over_floor": round(med["first_run_s"] / med["floor_s"], 2),
         "first_added": first["added"], "no_change_unchanged": again["unchanged"],
     }
+    if tree is not None:
+        result.update({
+            "baseline": f"{args.baseline} ({tree.name.removeprefix('baseline-')})",
+            "floor_over_baseline_floor": round(med["floor_s"] / med["baseline_floor_s"], 2),
+            "first_run_over_baseline_floor": round(med["first_run_s"] / med["baseline_floor_s"], 2),
+            "all_s": {name: [round(x, 2) for x in v] for name, v in runs.items() if v},
+        })
     print(json.dumps(result))
 
 

@@ -150,7 +150,7 @@ def _make() -> Instruments:
         runs=meter.create_counter("knowledge.runs", "{run}", "Index runs closed, by outcome."),
         run_duration=seconds("knowledge.run.duration", "Wall time of an index run, from start to close.",
                              RUN_BOUNDS),
-        write_duration=seconds("knowledge.write.duration", "One document's write transaction."),
+        write_duration=seconds("knowledge.write.duration", "Each document's share of its write transaction."),
         embed_duration=seconds("knowledge.embed.duration", "One embedding request, by outcome."),
         embed_inputs=meter.create_histogram("knowledge.embed.inputs", unit="{input}",
                                             description="Inputs per embedding request.",

@@ -1,4 +1,4 @@
-"""Writer-side SQL: one short transaction per document, touches and removals; reset and compact.
+"""Writer-side SQL: one short transaction per document or staged batch, touches and removals; reset, compact.
 
 Only the process holding the WriteLock uses a Store. Deleting a document's chunks fires the
 triggers that clear its FTS (and vector) rows, so a shrinking file leaves no ghosts.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 RECLAIM_SHARE = 0.2  # a removal of at least this share of the documents gives the space back at once
 INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
+CHUNK_ROWS = 500  # chunks per INSERT statement (6 parameters each, well under SQLite's 32,766)
 
 
 def _now() -> tuple[str, int]:
@@ -136,43 +137,71 @@ class Store:
 
     def apply(self, doc: Document) -> str:
         """Write one document in one transaction; return "added" or "updated"."""
+        return self.apply_group([doc])[0]
+
+    def apply_group(self, docs: Sequence[Document]) -> list[str]:
+        """Write documents in one transaction; return "added" or "updated" for each, in order.
+
+        Nothing is written when any of them fails (the error is raised after the rollback). The
+        chunks of consecutive documents go in with one INSERT statement: FTS5 writes its pending
+        terms to disk as a new segment at the start of every statement that writes to it, so a
+        statement per chunk made a segment (and its merges) per chunk for every FTS table (see
+        bench/RESULTS.md, "The writer floor"). Chunk ids are those of one document at a time: the
+        chunks waiting for the statement are inserted before a document's old chunks are deleted.
+        """
         stamp, ns = _now()
-        kept: dict[str, bytes] = {}
+        outcomes: list[str] = []
         with self.transaction() as conn:
-            row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
-            values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp, ns,
-                      front_matter.to_json(doc.fields))
-            if row is None:
-                cur = conn.execute(
-                    "INSERT INTO documents(root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
-                    " indexed_ns, fields, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*values, doc.path),
+            waiting: list[tuple[int, Document, dict[str, bytes]]] = []
+            for doc in docs:
+                row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
+                values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp,
+                          ns, front_matter.to_json(doc.fields))
+                kept: dict[str, bytes] = {}
+                if row is None:
+                    cur = conn.execute(
+                        "INSERT INTO documents(root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
+                        " indexed_ns, fields, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*values, doc.path),
+                    )
+                    assert cur.lastrowid is not None  # set by every one-row INSERT
+                    doc_id, outcome = cur.lastrowid, "added"
+                else:
+                    doc_id, outcome = row[0], "updated"
+                    self._insert_chunks(conn, waiting)
+                    waiting = []
+                    if self.vector_hook is not None:
+                        kept = self.vector_hook.stored(conn, doc_id)
+                    conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+                    conn.execute("DELETE FROM document_fields WHERE document_id = ?", (doc_id,))
+                    conn.execute(
+                        "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
+                        " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ? WHERE id = ?",
+                        (*values, doc_id),
+                    )
+                conn.executemany(
+                    "INSERT INTO document_fields(document_id, key, value) VALUES (?, ?, ?)",
+                    [(doc_id, key, value) for key, value in front_matter.filter_values(doc.fields)],
                 )
-                assert cur.lastrowid is not None  # set by every one-row INSERT
-                doc_id, outcome = cur.lastrowid, "added"
-            else:
-                doc_id, outcome = row[0], "updated"
-                if self.vector_hook is not None:
-                    kept = self.vector_hook.stored(conn, doc_id)
-                conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
-                conn.execute("DELETE FROM document_fields WHERE document_id = ?", (doc_id,))
-                conn.execute(
-                    "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
-                    " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ? WHERE id = ?",
-                    (*values, doc_id),
-                )
-            conn.executemany(
-                "INSERT INTO document_fields(document_id, key, value) VALUES (?, ?, ?)",
-                [(doc_id, key, value) for key, value in front_matter.filter_values(doc.fields)],
+                waiting.append((doc_id, doc, kept))
+                outcomes.append(outcome)
+            self._insert_chunks(conn, waiting)
+        return outcomes
+
+    def _insert_chunks(self, conn: db.Connection, waiting: list[tuple[int, Document, dict[str, bytes]]]) -> None:
+        """Insert the chunks of the waiting documents, in order, CHUNK_ROWS a statement; then their vectors."""
+        rows = [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk)
+                for doc_id, doc, _ in waiting for c in doc.chunks]
+        for start in range(0, len(rows), CHUNK_ROWS):
+            part = rows[start : start + CHUNK_ROWS]
+            conn.execute(
+                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(part)),
+                [value for row in part for value in row],
             )
-            conn.executemany(
-                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk) for c in doc.chunks],
-            )
-            if self.vector_hook is not None:
+        if self.vector_hook is not None:
+            for doc_id, doc, kept in waiting:
                 self.vector_hook.write(conn, doc_id, doc, kept)
-        return outcome
 
     def touch(self, path: str, size: int, mtime_ns: int) -> bool:
         """Record a new stat for a document whose content is unchanged; False if it is unknown."""

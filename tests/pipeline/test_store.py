@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,44 @@ def test_removing_a_document_cascades_to_chunks_and_every_fts_table(store: Store
     assert store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
     assert _fts_count(store, "chunks_fts", "quokka") == 0
     assert _fts_count(store, "chunks_fts_cjk", "索引数") == 0
+    _integrity(store)
+
+
+def _rows(store: Store) -> list[tuple]:
+    return store.conn.execute("SELECT c.id, d.path, c.ordinal, c.body FROM chunks c JOIN documents d"
+                              " ON d.id = c.document_id ORDER BY c.id").fetchall()
+
+
+def test_a_group_writes_the_same_rows_and_ids_as_one_document_at_a_time(tmp_path: Path) -> None:
+    first = [_doc("docs/a.md", "# A\n\nalpha one\n\n## A2\n\nalpha two\n"), _doc("docs/b.md", "# B\n\nbeta 数据库\n"),
+             _doc("docs/c.md", "# C\n\ngamma\n\n## C2\n\ngamma two\n\n## C3\n\ngamma three\n")]
+    # the second group updates the document holding the highest chunk ids, between two added ones
+    second = [_doc("docs/d.md", "# D\n\ndelta\n"), _doc("docs/c.md", "# C\n\nshorter gamma\n"),
+              _doc("docs/e.md", "# E\n\nepsilon\n\n## E2\n\nepsilon two\n")]
+    one = Store(tmp_path / "one" / "knowledge.db")
+    grouped = Store(tmp_path / "grouped" / "knowledge.db")
+    try:
+        assert [one.apply(d) for d in first] == grouped.apply_group(first) == ["added"] * 3
+        assert [one.apply(d) for d in second] == grouped.apply_group(second) == ["added", "updated", "added"]
+        assert _rows(one) == _rows(grouped)
+        for word, table in (("alpha", "chunks_fts"), ("gamma", "chunks_fts_exact"), ("数据库", "chunks_fts_cjk"),
+                            ("epsilon", "chunks_fts")):
+            assert _fts_count(one, table, word) == _fts_count(grouped, table, word) > 0
+        _integrity(grouped)
+    finally:
+        one.close()
+        grouped.close()
+
+
+def test_a_group_with_a_document_that_cannot_be_written_writes_none_of_them(store: Store) -> None:
+    good = _doc("docs/a.md", "# A\n\nalpha\n")
+    bad = _doc("docs/b.md", "# B\n\nbeta\n\n## Two\n\nmore\n")
+    bad = replace(bad, chunks=[bad.chunks[0], bad.chunks[0]])  # one section twice: UNIQUE (document_id, ordinal)
+    with pytest.raises(db.DatabaseError, match="UNIQUE"):
+        store.apply_group([good, bad])
+    assert store.document_count() == 0
+    assert store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+    assert _fts_count(store, "chunks_fts", "alpha") == 0
     _integrity(store)
 
 

@@ -88,6 +88,25 @@ def test_a_document_missing_a_vector_is_not_written_at_all(store: Store) -> None
     assert len(_vector_rows(store)) == 1
 
 
+def test_a_group_writes_every_documents_vectors_and_one_missing_vector_writes_none(store: Store) -> None:
+    _install(store)
+    store.apply(_doc("docs/a.md", "# A\n\none\n"))
+    kept = _vector_rows(store)
+    with pytest.raises(Exception, match="no vector for section 0"):
+        store.apply_group([_doc("docs/b.md", "# B\n\nbee\n"), _doc("docs/c.md", "# C\n\nsea\n", {})])
+    assert store.document_count() == 1 and _vector_rows(store) == kept
+    # an update between two added documents: every chunk of the three gets its own vector (the
+    # unchanged section of a.md keeps its stored one)
+    assert store.apply_group([_doc("docs/b.md", "# B\n\nbee\n"), _doc("docs/a.md", "# A\n\none\n\n## Two\n\ntwo\n",
+                                                                        {1: [0.0, 1.0, 1.0, 0.0]}),
+                              _doc("docs/c.md", "# C\n\nsea\n")]) == ["added", "updated", "added"]
+    ids = {(path, ordinal): cid for cid, path, ordinal in store.conn.execute(
+        "SELECT c.id, d.path, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id")}
+    rows = _vector_rows(store)
+    assert set(rows) == set(ids.values())
+    assert rows[ids["docs/a.md", 0]] == [1.0, 0.0, 0.0, 0.0] and rows[ids["docs/a.md", 1]] == [0.0, 1.0, 1.0, 0.0]
+
+
 def test_deleting_chunks_or_documents_deletes_their_vectors(store: Store) -> None:
     _install(store)
     store.apply(_doc("docs/a.md", "# A\n\none\n\n## B\n\ntwo\n"))

@@ -217,6 +217,38 @@ def test_the_ledger_records_each_outcome_once_so_redelivery_is_harmless(workdir:
     store.close()
 
 
+def test_a_batch_is_written_in_one_transaction_and_a_document_that_cannot_be_written_fails_alone(
+        workdir: Path, make_settings) -> None:
+    from pipeline.chunker import chunk_text
+    from pipeline.models import Document
+    from workers.actors import declare_actors
+    from workers.broker import build_stub_broker
+    from workers.ledger import InMemoryLedger
+    from workers.payloads import DocumentItem, Skipped
+    from workers.runtime import Runtime
+    from workers.write import apply_items
+
+    def item(path: str, text: str, twice: bool = False) -> DocumentItem:
+        chunks = chunk_text(text).chunks
+        doc = Document(path, "docs", path, len(text), 1, None, [chunks[0], chunks[0]] if twice else chunks)
+        return DocumentItem(path, doc)
+
+    settings = make_settings(paths=["docs"])
+    store = Store(settings.db_path)
+    runtime = Runtime(settings, InMemoryLedger(), store, declare_actors(build_stub_broker()))  # never sends
+    items = [item("docs/a.md", "# A\n\nalpha\n"), Skipped("docs/x.bin", "binary"),
+             item("docs/b.md", "# B\n\nbeta\n\n## Two\n\nmore\n", twice=True),  # UNIQUE (document_id, ordinal)
+             item("docs/c.md", "# C\n\ngamma\n")]
+    outcomes = apply_items(runtime, items)
+    assert [(path, outcome) for path, outcome, _ in outcomes] == [
+        ("docs/a.md", "added"), ("docs/x.bin", "skipped"), ("docs/b.md", "failed"), ("docs/c.md", "added")]
+    assert "store write failed: UNIQUE constraint failed" in str(outcomes[2][2])
+    assert {r[0] for r in store.conn.execute("SELECT path FROM documents")} == {"docs/a.md", "docs/c.md"}
+    assert apply_items(runtime, [item("docs/d.md", "# D\n\ndelta\n"), item("docs/a.md", "# A\n\nnew\n")]) == [
+        ("docs/d.md", "added", None), ("docs/a.md", "updated", None)]
+    store.close()
+
+
 def test_an_embedded_run_past_its_timeout_stops_with_one_line_and_a_rerun_converges(
         workdir: Path, run_cli, server) -> None:
     write_tree(workdir, DOCS)
