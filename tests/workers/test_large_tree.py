@@ -8,6 +8,7 @@ checked at the same moment) and the rest of the run waits in the queue.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -33,6 +34,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         (made.base / "knowledge.yaml").write_text("knowledge:\n  paths: [docs]\n  batch_files: 1\n", encoding="utf-8")
         write_tree(made.base, {f"docs/d{i % 20:02d}/n{i:04d}.md": f"# Note {i}\n\nnote {i} on topic{i % 11}\n"
                                for i in range(FILES)})
+        settled = time.time() - 60  # older than the racy-clean window: unchanged by stat on the next run
+        for note in (made.base / "docs").rglob("*.md"):
+            os.utime(note, (settled, settled))
 
     with owned(tmp_path / "store", prepare) as made:
         yield made
