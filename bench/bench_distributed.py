@@ -37,13 +37,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import dramatiq  # noqa: E402
 import redis  # noqa: E402
 from corpus import generate  # noqa: E402
+from procfs import children_of, cpu_seconds  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402
 from config.observability import configure_logging  # noqa: E402
 from pipeline.walker import walk_root  # noqa: E402
 from workers.broker import WORKER_TIMEOUT_MS, build_redis_broker, namespace  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 SECTION = "## Distributed (issue 3)"
 NOTES = """
 Notes. The writer is the critical path: its CPU is the embedded process's writer share, and the
@@ -79,26 +79,6 @@ def index(corpus: Path, env: dict[str, str], cwd: Path) -> tuple[float, dict[str
     if proc.returncode != 0:
         raise SystemExit(f"knowledge index failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return elapsed, json.loads(proc.stdout)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a live process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def children_of(pid: int) -> list[int]:
-    """Live child pids of pid."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.append(int(entry.name))
-    return found
 
 
 def redis_cpu(client: redis.Redis) -> float:

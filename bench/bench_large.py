@@ -40,8 +40,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import redis  # noqa: E402
 from corpus import generate  # noqa: E402
+from procfs import children_of, cpu_seconds  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 SAMPLE_S = 0.5
 
 
@@ -80,29 +80,6 @@ def status_kb(pid: int, field: str) -> int:
     except OSError:
         pass
     return 0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a live process (0 when gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def children_of(pid: int) -> list[int]:
-    """Live child pids of pid."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.append(int(entry.name))
-    return found
 
 
 class Sampler(threading.Thread):
