@@ -1,4 +1,4 @@
-"""Pseudo-relevance feedback for the vector tier: the candidates re-scored by the query moved toward its best fused sections.
+"""Pseudo-relevance feedback for the vector tier: candidates re-scored by the query moved toward its best sections.
 
 A hybrid search runs KNN once, with one embedding call. That pass ranks the sections nearest the
 query's vector; those are fused with the lexical candidates by RRF (query/fusion.py), and the vectors
