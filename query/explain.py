@@ -5,7 +5,8 @@ carries it in an `explain` object beside its `score`, and only when asked. The l
 FTS5's bm25 (lower is better; the hit's `score` is its negation) or, for a query with CJK runs, the
 reciprocal rank fusion of its porter and trigram rankings. The vector distance is L2 between unit
 vectors (0 is identical, 2 opposite); in a hybrid ranking it is the distance to the query vector
-moved toward the best fused sections (query/feedback.py), and `feedback` says how many moved it. In a
+moved toward the best fused sections, which re-scored both tiers' candidates (query/feedback.py),
+and `feedback` says how many moved it. In a
 hybrid ranking each tier adds 1/(RRF_K + rank) to the fused score, and its share is that part over
 the whole. `demoted` is true when the hit was moved down because its document already had
 PER_DOCUMENT sections above it (query/fusion.py), so it may follow hits of lower score.
@@ -31,7 +32,7 @@ class Explain:
     vector_rank: int | None = None
     vector_distance: float | None = None
     demoted: bool = False  # moved down by document diversity
-    feedback: int = 0  # sections whose vectors moved the query vector before KNN (0: the query alone)
+    feedback: int = 0  # sections whose vectors moved the query that re-scored the candidates (0: the query alone)
 
     def to_json(self) -> dict[str, Any]:
         """The `explain` object of a hit."""

@@ -1,27 +1,31 @@
-"""Pseudo-relevance feedback for the vector tier: the query vector moved toward its best fused sections.
+"""Pseudo-relevance feedback for the vector tier: candidates re-scored by the query moved toward its best sections.
 
-A hybrid search runs KNN twice, with one embedding call. The first pass ranks the sections nearest
-the query's vector; those are fused with the lexical candidates by RRF (query/fusion.py), and the
-vectors of the FEEDBACK best fused sections are averaged. The second pass ranks the sections nearest
-to unit(q + BETA * mean): Rocchio's query update (Rocchio 1971), as studied for dense retrievers by
-Li et al. (ECIR 2022, "Improving query representations for dense retrieval with pseudo relevance
-feedback: a reproducibility study"). Its list is the vector tier that fusion, explain and the
-caller see. Because the feedback comes from the fused ranking, lexical evidence (the exact terms of
-the query) reaches the vector tier: a section that shares the query's words and is near its best
-fused sections ranks higher in both.
+A hybrid search runs KNN once, with one embedding call. That pass ranks the sections nearest the
+query's vector; those are fused with the lexical candidates by RRF (query/fusion.py), and the vectors
+of the FEEDBACK best fused sections are averaged into unit(q + BETA * mean): Rocchio's query update
+(Rocchio 1971), as studied for dense retrievers by Li et al. (ECIR 2022, "Improving query
+representations for dense retrieval with pseudo relevance feedback: a reproducibility study"). The
+moved query then RE-SCORES the candidates both tiers already listed (the lexical ones and the first
+pass's, one batched exact read of their vectors): that list, nearest first, is the vector tier that
+fusion, explain and the caller see. Because the feedback comes from the fused ranking, lexical
+evidence (the exact terms of the query) reaches the vector tier: a section that shares the query's
+words and is near its best fused sections ranks higher in both.
 
-On Cranfield (bench/RESULTS.md, "Better hybrid ranking") every setting from 1 to 10 feedback
-sections and BETA 0.5 or 1 gained 0.01-0.02 nDCG@10 over plain RRF on two separately embedded
-stores; the defaults (3 sections, the query and their mean weighted equally) are the common choice
-in that literature, not a fit to Cranfield. A forced `vector` ranking (evaluation) stays the first
-pass alone, the tier as the model sees it.
+A second KNN with the moved query (shipped first) found no better sections on Cranfield than the
+re-scored candidates (nDCG@10 0.434 either way on the breadcrumb store) and cost as much as the first
+pass, the larger part of a hybrid query on large stores (bench/RESULTS.md, "Better hybrid ranking").
+On Cranfield every setting from 1 to 10 feedback sections and BETA 0.5 or 1 gained 0.01-0.02
+nDCG@10 over plain RRF on two separately embedded stores; the defaults (3 sections, the query and
+their mean weighted equally) are the common choice in that literature, not a fit to Cranfield. A
+forced `vector` ranking (evaluation) stays the first pass alone, the tier as the model sees it.
 
-Both passes run in one read snapshot that pins the identity, so a model switch that swaps the
-vectors in between is seen as None (the caller embeds the query again with the new model).
+The pass and the re-scoring run in one read snapshot that pins the identity, so a model switch that
+swaps the vectors in between is seen as None (the caller embeds the query again with the new model).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
@@ -29,7 +33,7 @@ from pipeline import schema
 from pipeline.db import Connection
 from pipeline.vectors import VectorIdentity, from_blob
 from query.fusion import rrf
-from query.vector import knn_pinned
+from query.vector import exact_nearest, knn_pinned
 
 FEEDBACK = 3  # sections of the first fused ranking whose vectors move the query
 BETA = 1.0  # weight of their mean against the query's own unit vector
@@ -37,8 +41,9 @@ BETA = 1.0  # weight of their mean against the query's own unit vector
 
 def moved_query(conn: Connection, vector: Sequence[float], chunk_ids: Sequence[int]) -> list[float]:
     """unit(vector + BETA * mean of the chunks' stored vectors); the vector itself when none has one."""
-    stored = [from_blob(bytes(row[0])) for cid in chunk_ids for row in conn.execute(
-        f"SELECT embedding FROM {schema.VECTORS} WHERE chunk_id = ?", (int(cid),))]
+    stored = [from_blob(bytes(row[0])) for row in conn.execute(  # a join: point reads, never a scan
+        f"SELECT v.embedding FROM json_each(?) AS j CROSS JOIN {schema.VECTORS} AS v ON v.chunk_id = j.value",
+        (json.dumps([int(cid) for cid in chunk_ids]),))]
     stored = [v for v in stored if len(v) == len(vector)]
     if not stored:
         return list(vector)
@@ -53,8 +58,10 @@ def nearest_with_feedback(conn: Connection, identity: VectorIdentity, vector: li
                           allowed: str | None = None) -> tuple[list[tuple[int, float]], list[int]] | None:
     """(the vector tier's (chunk id, distance) list, the feedback chunk ids) in one snapshot; None after a switch.
 
-    With lexical None (a forced vector ranking) the first pass is the answer and no feedback is used.
-    Excluded chunks (the query's `-word`s) are neither feedback nor answers.
+    The list is the lexical and first-pass candidates (at most count of them) re-scored by the moved
+    query. With lexical None (a forced vector ranking) the first pass is the answer and no feedback is
+    used. Excluded chunks (the query's `-word`s) are neither feedback nor answers; lexical holds only
+    allowed chunks when a filter is on, as the first pass does.
     """
     own = not conn.in_transaction
     if own:
@@ -67,8 +74,8 @@ def nearest_with_feedback(conn: Connection, identity: VectorIdentity, vector: li
         top = [cid for cid, _ in rrf([lexical, nearest])[:FEEDBACK]]
         if not top:
             return first, []
-        again = knn_pinned(conn, identity, moved_query(conn, vector, top), count, allowed)
-        return None if again is None else (again, top)
+        pool = [cid for cid in dict.fromkeys([*lexical, *nearest]) if cid not in excluded]
+        return exact_nearest(conn, moved_query(conn, vector, top), pool, count), top
     finally:
         if own:
             conn.execute("COMMIT")

@@ -210,9 +210,10 @@ def _query_note(query: LexicalQuery, filters: Filter | None) -> str | None:
 
 def _nearest(settings: Settings, reader: Reader, text: str, count: int, allowed: str | None, tier: str,
              lexical: list[int] | None, excluded: set[int]) -> tuple[list[tuple[int, float]], list[int], Settings, str]:
-    """(KNN candidates, the feedback chunk ids, the settings that served them, the tier line).
+    """(the vector tier's (chunk id, distance) list, the feedback chunk ids, the serving settings, the tier line).
 
-    The vector tier of a hybrid ranking is the second, feedback pass (query/feedback.py); with
+    The vector tier of a hybrid ranking is the feedback pass: both tiers' candidates re-scored by the
+    moved query (query/feedback.py); with
     lexical None (a forced vector ranking) the first pass alone. Runs under the identity the store
     serves: a model switch that swaps the vectors between embedding and KNN is followed once (the
     query is embedded again with the new model); EmbeddingError when the server fails.

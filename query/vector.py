@@ -124,7 +124,7 @@ def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN
         f"SELECT chunk_id FROM {schema.CODES} WHERE chunk_id IN ({chunks})"
         f" ORDER BY vec_distance_l2(vec_int8(code), vec_int8(?)), chunk_id LIMIT {int(RESCORE * k)}",
         (allowed, code))]
-    return _rescore(conn, vector, best, k)
+    return exact_nearest(conn, vector, best, k)
 
 
 def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tuple[int, float]]:
@@ -163,7 +163,7 @@ def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: 
         f" ON c.key >= l.value * {span} AND c.key < (l.value + 1) * {span}"
         f" ORDER BY vec_distance_l2(vec_int8(c.code), vec_int8(?)), c.chunk_id LIMIT {int(rescore * k)}",
         (json.dumps(nearest), code))]
-    return _rescore(conn, vector, best, k)
+    return exact_nearest(conn, vector, best, k)
 
 
 def _code(conn: Connection, vector: list[float], factor: int | None = None) -> bytes:
@@ -172,8 +172,8 @@ def _code(conn: Connection, vector: list[float], factor: int | None = None) -> b
     return bytes(conn.execute(f"SELECT {vector_codes.code_sql('?1', factor)}", (to_blob(vector),)).fetchone()[0])
 
 
-def _rescore(conn: Connection, vector: list[float], ids: list[int], k: int) -> list[tuple[int, float]]:
-    """The k of the chunks ids nearest the query by exact L2, one chunks_vec point read each.
+def exact_nearest(conn: Connection, vector: list[float], ids: list[int], k: int) -> list[tuple[int, float]]:
+    """(chunk id, L2 distance) of the k of the chunks ids nearest vector, nearest first; one chunks_vec point read each.
 
     (The join makes every read a vec0 point lookup; `chunk_id IN (...)` would scan all of chunks_vec.)
     """

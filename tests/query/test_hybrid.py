@@ -90,7 +90,7 @@ def test_hybrid_order_is_the_rrf_of_the_lexical_and_knn_rankings(indexed: Path, 
         vector = embed_query(settings.embeddings, identity, text)
         found = nearest_with_feedback(reader.conn, identity, vector, 50, lexical, set())
         assert found is not None
-        nearest = [cid for cid, _ in found[0]]  # the KNN of the query moved by feedback (test_ranking.py)
+        nearest = [cid for cid, _ in found[0]]  # the candidates re-scored by the moved query (test_ranking.py)
         response = search(settings, text, 4, reader)
     assert len(nearest) == 4  # every section has a vector; KNN ranks them all
     assert [h.chunk_id for h in response.hits] == fusion.fused_ids([lexical, nearest], 4)

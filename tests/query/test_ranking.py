@@ -11,13 +11,13 @@ import pytest
 from mcp import Client
 
 from query import fusion
-from query.feedback import FEEDBACK, moved_query
+from query.feedback import FEEDBACK, moved_query, nearest_with_feedback
 from query.lexical import search_ids
 from query.reader import Reader
 from query.search import VECTOR, search, search_deep, to_json
 from query.serve.http_api import build_app
 from query.terms import build_query
-from query.vector import embed_query, knn, query_identity
+from query.vector import KNN_K, embed_query, knn, query_identity
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
 from tests.query.stores import build_store, store_settings
@@ -106,7 +106,7 @@ def hybrid(workdir: Path, server: EmbedServer, run_cli) -> Path:
     return workdir
 
 
-def test_the_hybrid_vector_tier_is_knn_of_the_query_moved_toward_its_best_fused_sections(
+def test_the_hybrid_vector_tier_is_its_candidates_re_scored_by_the_query_moved_toward_its_best_fused_sections(
         hybrid: Path, server: EmbedServer) -> None:
     settings = settings_of(hybrid, server)
     text = "how long are logs kept"
@@ -116,7 +116,9 @@ def test_the_hybrid_vector_tier_is_knn_of_the_query_moved_toward_its_best_fused_
         lexical = [cid for cid, _ in search_ids(reader.conn, build_query(text))]
         first = knn(reader.conn, query)
         top = [cid for cid, _ in fusion.rrf([lexical, [cid for cid, _ in first]])[:FEEDBACK]]
-        second = knn(reader.conn, moved_query(reader.conn, query, top))
+        candidates = set(lexical) | {cid for cid, _ in first}
+        moved = knn(reader.conn, moved_query(reader.conn, query, top), 1000)  # every section, by the moved query
+        second = [(cid, d) for cid, d in moved if cid in candidates][:KNN_K]
         documents = reader.documents_of([cid for cid, _ in second])
     assert [d for _, d in second] != pytest.approx([d for _, d in first])  # the feedback moved the query
     server.reset()
@@ -131,6 +133,27 @@ def test_the_hybrid_vector_tier_is_knn_of_the_query_moved_toward_its_best_fused_
         assert (why["vector"]["rank"], why["vector"]["distance"]) == (at[hit.chunk_id][0],
                                                                       pytest.approx(at[hit.chunk_id][1], abs=1e-5))
     assert "feedback 3" in response.hits[0].explain.line()  # type: ignore[union-attr]
+
+
+def test_the_feedback_pass_runs_no_second_knn_it_re_scores_only_what_the_tiers_listed(
+        hybrid: Path, server: EmbedServer) -> None:
+    settings = settings_of(hybrid, server)
+    text = "how long are logs kept"
+    with Reader(settings) as reader:
+        identity = query_identity(settings.embeddings, reader.meta, settings.db_path)
+        query = embed_query(settings.embeddings, identity, text)
+        lexical = [cid for cid, _ in search_ids(reader.conn, build_query(text))][:1]
+        first = knn(reader.conn, query, 2)
+        found = nearest_with_feedback(reader.conn, identity, query, 2, lexical, set())
+        assert found is not None
+        listed, top = found
+        every = knn(reader.conn, moved_query(reader.conn, query, top), 1000)
+    candidates = set(lexical) | {cid for cid, _ in first}
+    assert len(every) > len(candidates)  # sections outside both tiers exist, and the moved query ranks them
+    expected = [(cid, d) for cid, d in every if cid in candidates][:2]
+    assert [cid for cid, _ in listed] == [cid for cid, _ in expected]
+    assert [d for _, d in listed] == pytest.approx([d for _, d in expected], abs=1e-5)
+    assert {cid for cid, _ in listed} <= candidates
 
 
 def test_a_forced_vector_ranking_is_the_first_pass_alone(hybrid: Path, server: EmbedServer) -> None:
