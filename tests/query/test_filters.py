@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,10 @@ from query.reader import Reader
 from query.search import search, to_json
 from query.serve.http_api import build_app
 from query.vector import embed_query, knn_exact, knn_within, query_identity
-from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
 from tests.query.stores import build_store, store_settings
 from tests.query.test_http_api import AUTH, TOKEN, Running, get
-from tests.query.test_hybrid import settings_of, write_config
+from tests.query.test_hybrid import index_hybrid, settings_of
 from tests.query.test_mcp import over_stdio, payload
 from tests.query.test_mcp import write_config as write_mcp_config
 
@@ -36,17 +34,8 @@ DOCS = {
 
 
 @pytest.fixture
-def server() -> Iterator[EmbedServer]:
-    with EmbedServer(dim=24) as running:
-        yield running
-
-
-@pytest.fixture
 def hybrid(workdir: Path, server: EmbedServer, run_cli) -> Path:
-    write_tree(workdir, DOCS)
-    write_config(workdir, server)
-    code, out, err = run_cli("index")
-    assert code == 0, out + err
+    index_hybrid(workdir, server, run_cli, DOCS)
     return workdir
 
 

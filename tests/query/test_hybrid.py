@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,12 +28,6 @@ DOCS = {
 HYBRID = "tier: hybrid (FTS5 + vectors, RRF) - model=hashed-bow dim=24"
 
 
-@pytest.fixture
-def server() -> Iterator[EmbedServer]:
-    with EmbedServer(dim=24) as running:
-        yield running
-
-
 def write_config(workdir: Path, server: EmbedServer, **emb: object) -> None:
     lines = ["knowledge:", "  paths: [docs]", "  embeddings:", f"    base_url: {server.base_url}",
              "    model: hashed-bow", "    timeout: 1"]
@@ -42,12 +35,18 @@ def write_config(workdir: Path, server: EmbedServer, **emb: object) -> None:
     (workdir / "knowledge.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-@pytest.fixture
-def indexed(workdir: Path, server: EmbedServer, run_cli) -> Path:
-    write_tree(workdir, DOCS)
+def index_hybrid(workdir: Path, server: EmbedServer, run_cli, tree: dict[str, str]) -> str:
+    """Write tree and a hybrid config under workdir, run `knowledge index`; its standard output."""
+    write_tree(workdir, tree)
     write_config(workdir, server)
     code, out, err = run_cli("index")
     assert code == 0, out + err
+    return out
+
+
+@pytest.fixture
+def indexed(workdir: Path, server: EmbedServer, run_cli) -> Path:
+    out = index_hybrid(workdir, server, run_cli, DOCS)
     assert out.splitlines()[0] == "tier: hybrid (FTS5 + vectors, RRF) - model=hashed-bow dim=?"
     return workdir
 

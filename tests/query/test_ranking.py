@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
 from tests.query.stores import build_store, store_settings
 from tests.query.test_http_api import AUTH, TOKEN, Running, get
-from tests.query.test_hybrid import settings_of, write_config
+from tests.query.test_hybrid import index_hybrid, settings_of, write_config
 from tests.query.test_mcp import over_stdio, payload
 from tests.query.test_mcp import write_config as write_mcp_config
 
@@ -91,18 +90,10 @@ def test_diversify_moves_a_documents_third_section_after_the_rest_in_order() -> 
 
 
 @pytest.fixture
-def server() -> Iterator[EmbedServer]:
-    with EmbedServer(dim=24) as running:
-        yield running
-
-
-@pytest.fixture
 def hybrid(workdir: Path, server: EmbedServer, run_cli) -> Path:
-    write_tree(workdir, {**DOCS, "docs/agent.md": "# Agent\n\nThe agent keeps its logs for a week.\n",
-                         "docs/budget.md": "# Budgets\n\nA budget caps the cost of each run.\n"})
-    write_config(workdir, server)
-    code, out, err = run_cli("index")
-    assert code == 0, out + err
+    index_hybrid(workdir, server, run_cli, {**DOCS,
+                                            "docs/agent.md": "# Agent\n\nThe agent keeps its logs for a week.\n",
+                                            "docs/budget.md": "# Budgets\n\nA budget caps the cost of each run.\n"})
     return workdir
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,6 @@ WORDS = ["budget", "queue", "agent", "install", "retention", "policy", "worker",
 DOCS = {f"docs/{i:02d}.md": f"# Note {i}\n\nThe retention {WORDS[i % 8]} {WORDS[(i * 3) % 8]} rule {i}.\n"
         for i in range(40)}
 QUERIES = ["retention", "budget agent", "queue worker rule", "zzqx unrelated", "policy endpoint retention"]
-
-
-@pytest.fixture
-def server() -> Iterator[EmbedServer]:
-    with EmbedServer(dim=24) as running:
-        yield running
 
 
 def hybrid_settings(base: Path, server: EmbedServer, timeout: float = 1) -> Settings:

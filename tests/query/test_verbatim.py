@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,12 +23,6 @@ from tests.query.verbatim_set import CASES, documents, placements
 CRANFIELD = next((found for parent in Path(__file__).resolve().parents
                   if (found := parent / "shared" / "eval" / "cranfield" / "queries.jsonl").exists()),
                  Path("shared/eval/cranfield/queries.jsonl"))
-
-
-@pytest.fixture
-def server() -> Iterator[EmbedServer]:
-    with EmbedServer(dim=24) as running:
-        yield running
 
 
 @pytest.fixture
