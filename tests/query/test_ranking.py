@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from config.settings import Settings
+from pipeline.vectors import VectorIdentity
 from query import fusion
 from query.feedback import FEEDBACK, moved_query, nearest_with_feedback
 from query.lexical import search_ids
@@ -89,6 +91,16 @@ def test_diversify_moves_a_documents_third_section_after_the_rest_in_order() -> 
     assert fusion.diversify(ranked, documents, per_document=1)[0][:3] == [(1, 0.9), (4, 0.6), (6, 0.4)]
 
 
+LOGS = "how long are logs kept"
+
+
+def embedded(reader: Reader, settings: Settings, text: str) -> tuple[VectorIdentity, list[float]]:
+    """The store's pinned identity and text's query vector under it."""
+    assert settings.embeddings is not None
+    identity = query_identity(settings.embeddings, reader.meta, settings.db_path)
+    return identity, embed_query(settings.embeddings, identity, text)
+
+
 @pytest.fixture
 def hybrid(workdir: Path, server: EmbedServer, run_cli) -> Path:
     index_hybrid(workdir, server, run_cli, {**DOCS,
@@ -100,10 +112,9 @@ def hybrid(workdir: Path, server: EmbedServer, run_cli) -> Path:
 def test_the_hybrid_vector_tier_is_its_candidates_re_scored_by_the_query_moved_toward_its_best_fused_sections(
         hybrid: Path, server: EmbedServer) -> None:
     settings = settings_of(hybrid, server)
-    text = "how long are logs kept"
+    text = LOGS
     with Reader(settings) as reader:
-        identity = query_identity(settings.embeddings, reader.meta, settings.db_path)
-        query = embed_query(settings.embeddings, identity, text)
+        _, query = embedded(reader, settings, text)
         lexical = [cid for cid, _ in search_ids(reader.conn, build_query(text))]
         first = knn(reader.conn, query)
         top = [cid for cid, _ in fusion.rrf([lexical, [cid for cid, _ in first]])[:FEEDBACK]]
@@ -129,10 +140,9 @@ def test_the_hybrid_vector_tier_is_its_candidates_re_scored_by_the_query_moved_t
 def test_the_feedback_pass_runs_no_second_knn_it_re_scores_only_what_the_tiers_listed(
         hybrid: Path, server: EmbedServer) -> None:
     settings = settings_of(hybrid, server)
-    text = "how long are logs kept"
+    text = LOGS
     with Reader(settings) as reader:
-        identity = query_identity(settings.embeddings, reader.meta, settings.db_path)
-        query = embed_query(settings.embeddings, identity, text)
+        identity, query = embedded(reader, settings, text)
         lexical = [cid for cid, _ in search_ids(reader.conn, build_query(text))][:1]
         first = knn(reader.conn, query, 2)
         found = nearest_with_feedback(reader.conn, identity, query, 2, lexical, set())
@@ -149,10 +159,9 @@ def test_the_feedback_pass_runs_no_second_knn_it_re_scores_only_what_the_tiers_l
 
 def test_a_forced_vector_ranking_is_the_first_pass_alone(hybrid: Path, server: EmbedServer) -> None:
     settings = settings_of(hybrid, server)
-    text = "how long are logs kept"
+    text = LOGS
     with Reader(settings) as reader:
-        identity = query_identity(settings.embeddings, reader.meta, settings.db_path)
-        first = knn(reader.conn, embed_query(settings.embeddings, identity, text), 100)
+        first = knn(reader.conn, embedded(reader, settings, text)[1], 100)
         documents = reader.documents_of([cid for cid, _ in first])
         ranked = search_deep(settings, reader, text, 100, VECTOR)
     expected, _ = fusion.diversify([(cid, -d) for cid, d in first], documents)
