@@ -107,7 +107,10 @@ def test_a_query_scans_about_probe_rows_codes_whatever_the_store_size() -> None:
     assert probes(256, 100_000_000) == MIN_PROBES
 
 
-def test_an_untrained_store_keeps_every_code_in_list_zero_and_scans_it(store_path: Path) -> None:
+def test_an_untrained_store_keeps_every_code_in_list_zero_and_scans_it(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 400)
     writer = db.open_writer(store_path)
     writer.execute("BEGIN IMMEDIATE")
     vector_codes.install(writer, DIM)  # 300 vectors: too few for a list of LIST_SIZE
