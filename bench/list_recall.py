@@ -56,7 +56,7 @@ def queries(store: Path, url: str, n: int, cache: Path) -> np.ndarray:
 def recall(vectors: np.ndarray, probes_q: np.ndarray, lists: int, probe_counts: list[int], ks: list[int],
            seed: int, cells: int = 0) -> list[dict[str, object]]:
     """Recall@k for each probe count with `lists` lists trained on (and filing) all of vectors."""
-    trained = kmeans.train(vectors, lists, seed, vector_codes.FINE_SPAN - 1)
+    trained = kmeans.train(vectors, lists, vector_codes.coarse_for(lists), seed, vector_codes.FINE_SPAN - 1)
     cell_of, fine_of = kmeans.assign(trained, vectors)
     filed = np.array([vector_codes.list_id(c, j) for c, j in zip(cell_of.tolist(), fine_of.tolist())])
     pairs = [(c, vector_codes.list_id(c, j)) for c, cell in enumerate(trained.fine) for j in range(len(cell))]

@@ -15,7 +15,6 @@ files a whole store): the read commands never load it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,20 +39,16 @@ class Lists:
         return sum(len(cell) for cell in self.fine)
 
 
-def coarse_count(lists: int) -> int:
-    """Coarse cells for `lists` fine lists: about their square root."""
-    return max(1, min(lists, round(math.sqrt(lists))))
-
-
-def train(sample: Matrix, lists: int, seed: int, per_cell: int) -> Lists:
-    """Two-level spherical k-means of the unit rows of sample into about `lists` fine lists (<= per_cell a cell)."""
+def train(sample: Matrix, lists: int, cells: int, seed: int, per_cell: int) -> Lists:
+    """Two-level spherical k-means of the unit rows of sample: `cells` coarse cells, `lists` fine lists in all
+    (when the sample allows), at most per_cell in a cell."""
     rng = np.random.default_rng(seed)
-    coarse = _kmeans(sample, coarse_count(lists), rng)
-    cells = _nearest(sample, coarse)
-    sizes = np.bincount(cells, minlength=len(coarse))
+    coarse = _kmeans(sample, cells, rng)
+    owner = _nearest(sample, coarse)
+    sizes = np.bincount(owner, minlength=len(coarse))
     fine: list[Matrix] = []
     for c, want in enumerate(_shares(sizes, lists, per_cell)):
-        members = sample[cells == c]
+        members = sample[owner == c]
         fine.append(_kmeans(members, want, rng) if len(members) else coarse[c : c + 1].copy())
     return Lists(coarse, fine)
 

@@ -81,6 +81,11 @@ def clusters_for(vectors: int) -> int:
     return min(MAX_CLUSTERS, vectors // LIST_SIZE)
 
 
+def coarse_for(lists: int) -> int:
+    """Coarse cells over `lists` fine lists: about their square root."""
+    return max(1, min(lists, round(math.sqrt(lists))))
+
+
 def default_factor(dimension: int) -> int:
     """The scale before any training: coordinates up to about 8/sqrt(dimension) keep their resolution."""
     return _power_of_two(math.sqrt(max(1, dimension)) / 8)
@@ -131,7 +136,7 @@ def install(conn: Connection, dimension: int) -> int:
     if sample is not None and len(sample):
         peak = float(abs(sample).max())
         factor = _power_of_two(1 / peak) if peak > 0 else factor
-        trained = kmeans.train(sample, clusters, seed=total, per_cell=FINE_SPAN - 1)
+        trained = kmeans.train(sample, clusters, coarse_for(clusters), seed=total, per_cell=FINE_SPAN - 1)
         conn.executemany(f"INSERT INTO {schema.COARSE}(id, centroid) VALUES (?, ?)",
                          [(c + 1, row.tobytes()) for c, row in enumerate(trained.coarse)])
         conn.executemany(f"INSERT INTO {schema.CENTROIDS}(id, centroid) VALUES (?, ?)",
@@ -195,14 +200,22 @@ def _count(conn: Connection) -> int:
 
 def _sample(conn: Connection, n: int, seed: int) -> kmeans.Matrix:
     """n stored vectors picked at random (seeded by the store size, so a rebuild is repeatable), one row each."""
+    import numpy as np
+
     ids = [int(r[0]) for r in conn.execute("SELECT id FROM chunks")]
     picked = sorted(random.Random(seed).sample(ids, min(n, len(ids))))
-    blobs: list[bytes] = []
+    out: kmeans.Matrix | None = None
+    filled = 0
     for i in range(0, len(picked), _BATCH):
         rows = conn.execute(f"SELECT v.embedding FROM json_each(?) AS j CROSS JOIN {schema.VECTORS} AS v"
                             " ON v.chunk_id = j.value", (json.dumps(picked[i : i + _BATCH]),))  # point reads
-        blobs += [bytes(blob) for (blob,) in rows]
-    return _matrix(blobs)
+        batch = _matrix([bytes(blob) for (blob,) in rows])
+        if out is None and len(batch):
+            out = np.empty((len(picked), batch.shape[1]), dtype=np.float32)
+        if out is not None:
+            out[filled : filled + len(batch)] = batch
+            filled += len(batch)
+    return out[:filled] if out is not None else _matrix([])
 
 
 def _matrix(blobs: list[bytes]) -> kmeans.Matrix:

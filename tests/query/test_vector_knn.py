@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,3 +157,21 @@ def test_a_store_without_the_companions_falls_back_to_exact_knn(store_path: Path
         _same(knn(conn, QUERY, 20, exact_below=0), knn_exact(conn, QUERY, 20))
     finally:
         conn.close()
+
+
+def test_the_quantised_path_never_loads_numpy(store_path: Path) -> None:
+    # numpy trains and files the lists in the writer; a query (here in a fresh process) ranks them in SQL.
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from pipeline import db\n"
+        "from query import search, vector\n"
+        f"conn = db.connect_readonly(Path({str(store_path)!r}))\n"
+        f"hits = vector.knn(conn, {QUERY!r}, 10, exact_below=0)\n"
+        "assert len(hits) == 10 and vector.vector_codes.state(conn).clusters == 15\n"
+        "print(','.join(m for m in ('numpy', 'pipeline.kmeans') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
