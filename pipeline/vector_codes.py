@@ -43,8 +43,10 @@ if TYPE_CHECKING:
 SCHEME = "int8-ivf-2"  # int8-ivf-1: one level of at most 128 lists
 LIST_SIZE = 256  # vectors a list holds when the centroids are trained
 MAX_CLUSTERS = 4096  # lists at most (a million vectors: ~244 a list)
-FINE_SPAN = 4096  # fine list ids of coarse cell c: c * FINE_SPAN + 1 ... c * FINE_SPAN + FINE_SPAN - 1
-LIST_SPAN = 1 << 40  # a code's key is list * LIST_SPAN + chunk id
+FINE_SPAN = 256  # fine list ids of coarse cell c: c * FINE_SPAN + 1 ... c * FINE_SPAN + FINE_SPAN - 1
+# A code's key is list * LIST_SPAN + chunk id (chunk ids stay far below 2^32). Keys under 2^48 take 7 bytes
+# as SQLite varints, in the codes table and in its chunk id index alike (larger ones took 2 more: 2 MB at 1M).
+LIST_SPAN = 1 << 32
 GROWTH = 4  # train again once the store holds this many times the vectors the centroids saw
 SAMPLE_PER_CLUSTER = 32  # sample vectors per list k-means trains on
 MAX_SAMPLE = 131_072  # at most (~200 MB of float32 in the writer while it trains)

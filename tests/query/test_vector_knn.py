@@ -175,3 +175,40 @@ def test_the_quantised_path_never_loads_numpy(store_path: Path) -> None:
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def test_many_small_lists_still_give_the_exact_top_k_for_vectors_on_list_boundaries(tmp_path: Path) -> None:
+    # 40 tight clusters of 8 vectors, trained into ~80 lists of 4 (each cluster spread over a few lists); then
+    # vectors placed half way between two neighbouring fine centroids are written (filed in SQL, one list each).
+    rng = random.Random(3)
+    centres = [_random_unit(rng) for _ in range(40)]
+    path = tmp_path / "store" / "knowledge.db"
+    store = Store(path)
+    try:
+        with store.transaction() as conn:
+            vectors.install(conn, IDENTITY)
+        store.vector_hook = vectors.VectorWriter(reuse=False)
+        for d, centre in enumerate(centres):
+            store.apply(_doc(f"docs/{d:02}.md", [_unit([x + rng.gauss(0, 0.08) for x in centre]) for _ in range(8)]))
+        with store.transaction() as conn, pytest.MonkeyPatch.context() as patch:
+            patch.setattr(vector_codes, "LIST_SIZE", 4)
+            vector_codes.install(conn, DIM)
+        fine = {int(i): vectors.from_blob(bytes(c)) for i, c in store.conn.execute(
+            f"SELECT id, centroid FROM {schema.CENTROIDS}")}
+        boundary = []
+        for i, centroid in fine.items():  # each list's nearest other list: the midpoint of the two centroids
+            j = min((j for j in fine if j != i), key=lambda j: sum((a - b) ** 2 for a, b in zip(centroid, fine[j])))
+            boundary.append(_unit([a + b for a, b in zip(centroid, fine[j])]))
+        store.apply(_doc("docs/boundary.md", boundary))
+    finally:
+        store.close()
+    conn = db.connect_readonly(path)
+    try:
+        state = vector_codes.state(conn)
+        assert state.clusters == 80 and conn.execute(f"SELECT count(*) FROM {schema.COARSE}").fetchone()[0] == 9
+        lists = {int(key) // vector_codes.LIST_SPAN for (key,) in conn.execute(f"SELECT key FROM {schema.CODES}")}
+        assert len(lists) > 60 and 0 not in lists
+        for query in boundary:
+            _same(knn_quantised(conn, query, 10, lists=12), knn_exact(conn, query, 10))  # 12 of 80 lists scanned
+    finally:
+        conn.close()
