@@ -212,11 +212,12 @@ def _sample(conn: Connection, n: int, seed: int) -> kmeans.Matrix:
         rows = conn.execute(f"SELECT v.embedding FROM json_each(?) AS j CROSS JOIN {schema.VECTORS} AS v"
                             " ON v.chunk_id = j.value", (json.dumps(picked[i : i + _BATCH]),))  # point reads
         batch = _matrix([bytes(blob) for (blob,) in rows])
-        if out is None and len(batch):
+        if not len(batch):  # chunks without a vector (yet)
+            continue
+        if out is None:
             out = np.empty((len(picked), batch.shape[1]), dtype=np.float32)
-        if out is not None:
-            out[filled : filled + len(batch)] = batch
-            filled += len(batch)
+        out[filled : filled + len(batch)] = batch
+        filled += len(batch)
     return out[:filled] if out is not None else _matrix([])
 
 

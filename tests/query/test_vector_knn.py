@@ -103,6 +103,7 @@ def test_with_every_code_a_candidate_quantised_knn_is_exactly_the_reference(read
 
 
 def test_a_query_scans_about_probe_rows_codes_whatever_the_store_size() -> None:
+    assert probes(3906, 1_000_000) == 188  # 188 lists of ~256: ~48k codes, 4.8% of a million
     assert probes(128, 1_000_000) == 7  # 7 lists of ~7,800: ~55k codes
     assert probes(16, 100_000) == 8  # half of a 100k store
     assert probes(4, 20_000) == 4  # every list of a small store
