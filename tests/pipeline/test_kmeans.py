@@ -1,4 +1,4 @@
-"""Two-level spherical k-means: coarse cells, fine lists inside each in proportion to its share, nearest-of-nearest filing."""
+"""Two-level spherical k-means: coarse cells, fine lists in each by its share, nearest-of-nearest filing."""
 
 from __future__ import annotations
 
