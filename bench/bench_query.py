@@ -378,6 +378,7 @@ def retrain(base: Path, clusters: int) -> None:
         if vector_codes.ready(conn) and vector_codes.state(conn).clusters == clusters:
             return
         vector_codes.LIST_SIZE = max(1, total // clusters)
+        vector_codes.MAX_CLUSTERS = clusters  # a store whose vector file covers part of its chunks counts them all
         started = time.perf_counter()
         conn.execute("BEGIN IMMEDIATE")
         vector_codes.install(conn, DIMENSION)

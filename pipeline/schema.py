@@ -62,11 +62,11 @@ VECTORS = "chunks_vec"
 VECTORS_TRIGGER = "chunks_vec_ad"
 CODES = "chunks_vec_i8"
 CODES_INDEX = "chunks_vec_i8_chunk"
-CENTROIDS = "chunks_vec_centroids"
+CENTROIDS = "chunks_vec_centroids"  # the fine centroids: one per list
+COARSE = "chunks_vec_coarse"  # the coarse centroids: each owns a range of fine ids (pipeline/kmeans.py)
 CODES_TRIGGER = "chunks_vec_i8_ad"
-# Scratch tables the writer builds the companions with (pipeline/vector_codes.py), dropped after.
+# The scratch table the writer builds the companions with (pipeline/vector_codes.py), dropped after.
 CODE_STAGING = "temp.chunks_vec_i8_staging"
-CENTROID_SCRATCH = "temp.chunks_vec_centroids_scratch"
 # The shadow vector table a model switch fills while chunks_vec keeps serving (pipeline/shadow.py).
 NEXT_VECTORS = "chunks_vec_next"
 NEXT_VECTORS_TRIGGER = "chunks_vec_next_ad"
@@ -364,6 +364,7 @@ def create_vector_codes(conn: Connection) -> None:
     """Create the quantised companions (int8 codes keyed by list and chunk, the centroids) and their trigger."""
     conn.execute(f"CREATE TABLE {CODES} (key INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, code BLOB NOT NULL)")
     conn.execute(f"CREATE TABLE {CENTROIDS} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
+    conn.execute(f"CREATE TABLE {COARSE} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
     conn.execute(_codes_trigger_ddl())
 
 
@@ -377,6 +378,7 @@ def drop_vector_codes(conn: Connection) -> None:
     conn.execute(f"DROP TRIGGER IF EXISTS {CODES_TRIGGER}")
     conn.execute(f"DROP TABLE IF EXISTS {CODES}")
     conn.execute(f"DROP TABLE IF EXISTS {CENTROIDS}")
+    conn.execute(f"DROP TABLE IF EXISTS {COARSE}")
     delete_meta(conn, VECTOR_CODES_KEY)
     delete_meta(conn, VECTOR_CODES_STATE_KEY)
 
@@ -390,9 +392,9 @@ def drop_legacy_vector_codes(conn: Connection) -> None:
 
 
 def has_vector_codes(conn: Connection) -> bool:
-    """Whether both companion tables, the codes' index and their trigger exist (the scheme is vector_codes')."""
-    wanted = {CODES, CODES_INDEX, CENTROIDS, CODES_TRIGGER}
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?)", tuple(wanted))
+    """Whether the companion tables, the codes' index and their trigger exist (the scheme is vector_codes')."""
+    wanted = {CODES, CODES_INDEX, CENTROIDS, COARSE, CODES_TRIGGER}
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?, ?)", tuple(wanted))
     return {r[0] for r in rows} == wanted
 
 
@@ -405,17 +407,6 @@ def create_code_staging(conn: Connection) -> None:
 def drop_code_staging(conn: Connection) -> None:
     """Drop the staging table."""
     conn.execute(f"DROP TABLE IF EXISTS {CODE_STAGING}")
-
-
-def create_centroid_scratch(conn: Connection) -> None:
-    """The temp table k-means keeps its current centroids in."""
-    conn.execute(f"DROP TABLE IF EXISTS {CENTROID_SCRATCH}")
-    conn.execute(f"CREATE TABLE {CENTROID_SCRATCH} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
-
-
-def drop_centroid_scratch(conn: Connection) -> None:
-    """Drop the k-means scratch table."""
-    conn.execute(f"DROP TABLE IF EXISTS {CENTROID_SCRATCH}")
 
 
 def _next_trigger_ddl() -> str:

@@ -2,21 +2,27 @@
 
 Brute-force KNN over chunks_vec costs ~45 ms per 100k chunks (sqlite-vec without SIMD), so large
 stores search in two steps. Every vector gets an int8 code (sqlite-vec's `vec_quantize_int8`,
-after scaling by a power of two so the store's coordinates fill the int8 range) filed under its
-nearest centroid: chunks_vec_i8 is keyed by list * LIST_SPAN + chunk id (its rowid, so codes
-written in key order fill their pages), so one list is a contiguous run of pages. A query ranks
-the centroids, scans the int8 codes of the nearest lists (query.vector.probes: about PROBE_ROWS
-codes, however large the store) and re-scores the best of them exactly from chunks_vec. Codes are
-384 bytes for 384 dimensions, a quarter of the float vector, and nothing else is copied.
+after scaling by a power of two so the store's coordinates fill the int8 range) filed under a
+list: chunks_vec_i8 is keyed by list * LIST_SPAN + chunk id (its rowid, so codes written in key
+order fill their pages), so one list is a contiguous run of pages. A query ranks the lists'
+centroids, scans the int8 codes of the nearest lists (query.vector.probes: a few percent of a
+large store) and re-scores the best of them exactly from chunks_vec. Codes are 384 bytes for 384
+dimensions, a quarter of the float vector, and nothing else is copied.
 
-Centroids (chunks_vec_centroids, unit float32 vectors) come from a few rounds of spherical k-means
-over a sample of the store's vectors, one list per about LIST_SIZE vectors (at most MAX_CLUSTERS).
-A store with too few vectors has no centroid: all its codes sit in list 0 and a query scans them
-all. refresh() (every vector run, before its first write and when it finishes) trains again when
-the store has grown past four times the size the centroids were trained on; in between, each new
-vector joins its nearest list in the document's transaction. `SCHEME`, pinned in meta, names the
-encoding (a store built with another is rebuilt); the training state (vectors trained on, lists,
-scale) is a JSON meta value. Names and DDL are pipeline/schema.py's.
+The lists are small (about LIST_SIZE vectors each, at most MAX_CLUSTERS of them), because at a
+given share of the store scanned, recall grows with the number of lists. They are trained in two
+levels (pipeline/kmeans.py, numpy, imported only here and only when training): about sqrt(lists)
+coarse centroids (chunks_vec_coarse), then fine centroids inside each coarse cell
+(chunks_vec_centroids; the fine lists of coarse cell c have the ids c * FINE_SPAN + 1 ...). A
+vector is filed under the nearest fine centroid of its nearest coarse cell: ~2 sqrt(lists)
+distances, in numpy when a build files the whole store, in SQL (insert()) when the writer files a
+new vector in its document's transaction. A store with too few vectors has no centroid: all its
+codes sit in list 0 and a query scans them all. refresh() (every vector run, before its first
+write and when it finishes) trains again when the store has grown past four times the size the
+centroids were trained on. `SCHEME`, pinned in meta, names the encoding (a store built with
+another is rebuilt from chunks_vec by the next vector run, nothing embedded again); the training
+state (vectors trained on, lists, scale) is a JSON meta value. Names and DDL are
+pipeline/schema.py's.
 """
 
 from __future__ import annotations
@@ -24,22 +30,28 @@ from __future__ import annotations
 import json
 import math
 import random
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipeline import schema
 from pipeline.db import Connection
 
-SCHEME = "int8-ivf-1"
-LIST_SIZE = 4096  # vectors a list holds when the centroids are trained
-MAX_CLUSTERS = 128  # ranking the centroids and filing a vector cost one distance per centroid
-LIST_SPAN = 1 << 40  # a code's key is list * LIST_SPAN + chunk id
+if TYPE_CHECKING:
+    from pipeline import kmeans
+
+SCHEME = "int8-ivf-2"  # int8-ivf-1: one level of at most 128 lists
+LIST_SIZE = 256  # vectors a list holds when the centroids are trained
+MAX_CLUSTERS = 4096  # lists at most (a million vectors: ~244 a list)
+FINE_SPAN = 256  # fine list ids of coarse cell c: c * FINE_SPAN + 1 ... c * FINE_SPAN + FINE_SPAN - 1
+# A code's key is list * LIST_SPAN + chunk id (chunk ids stay far below 2^32). Keys under 2^48 take 7 bytes
+# as SQLite varints, in the codes table and in its chunk id index alike (larger ones took 2 more: 2 MB at 1M).
+LIST_SPAN = 1 << 32
 GROWTH = 4  # train again once the store holds this many times the vectors the centroids saw
-SAMPLE_PER_CLUSTER = 64
-ROUNDS = 5  # k-means rounds over the sample
+SAMPLE_PER_CLUSTER = 32  # sample vectors per list k-means trains on
+MAX_SAMPLE = 131_072  # at most (~200 MB of float32 in the writer while it trains)
 MAX_FACTOR = 8
-_BATCH = 2000
+_BATCH = 4096
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,11 @@ def state(conn: Connection) -> CodeState:
 def clusters_for(vectors: int) -> int:
     """How many lists a store of `vectors` vectors is trained into (0: too few, one untrained list)."""
     return min(MAX_CLUSTERS, vectors // LIST_SIZE)
+
+
+def coarse_for(lists: int) -> int:
+    """Coarse cells over `lists` fine lists: about their square root."""
+    return max(1, min(lists, round(math.sqrt(lists))))
 
 
 def default_factor(dimension: int) -> int:
@@ -105,45 +122,70 @@ def refresh(conn: Connection, dimension: int) -> int | None:
 def install(conn: Connection, dimension: int) -> int:
     """(Re)create the companions from chunks_vec, training centroids when the store is large enough.
 
-    Call inside a transaction, after chunks_vec exists. Returns the vectors filed.
+    Call inside a transaction, after chunks_vec exists. Returns the vectors filed. Training and the
+    bulk filing use numpy (pipeline/kmeans.py), imported here only: the read side never loads it.
     """
+    from pipeline import kmeans
+
     schema.drop_vector_codes(conn)
     schema.create_vector_codes(conn)
     total = _count(conn)
     clusters = clusters_for(total)
-    sample = _sample(conn, min(total, clusters * SAMPLE_PER_CLUSTER), seed=total) if clusters else []
+    sample = _sample(conn, min(total, min(MAX_SAMPLE, clusters * SAMPLE_PER_CLUSTER)), seed=total) \
+        if clusters else None
     factor = default_factor(dimension)
-    if sample:
-        peak = max(max(abs(x) for x in v) for v in sample)
+    trained: kmeans.Lists | None = None
+    if sample is not None and len(sample):
+        peak = float(abs(sample).max())
         factor = _power_of_two(1 / peak) if peak > 0 else factor
-        centroids = _kmeans(conn, sample, clusters)
+        trained = kmeans.train(sample, clusters, coarse_for(clusters), seed=total, per_cell=FINE_SPAN - 1)
+        conn.executemany(f"INSERT INTO {schema.COARSE}(id, centroid) VALUES (?, ?)",
+                         [(c + 1, row.tobytes()) for c, row in enumerate(trained.coarse)])
         conn.executemany(f"INSERT INTO {schema.CENTROIDS}(id, centroid) VALUES (?, ?)",
-                         [(i + 1, array("f", c).tobytes()) for i, c in enumerate(centroids)])
+                         [(list_id(c, j), row.tobytes()) for c, cell in enumerate(trained.fine)
+                          for j, row in enumerate(cell)])
     # Untrained (no vector yet, e.g. a lexical store turning embeddings on) counts as trained on none, so the
     # next refresh trains as soon as the store is large enough.
-    done = CodeState(total if sample else 0, clusters if sample else 0, factor)
+    done = CodeState(total if trained else 0, trained.count if trained else 0, factor)
     schema.write_meta(conn, {schema.VECTOR_CODES_KEY: SCHEME, schema.VECTOR_CODES_STATE_KEY: done.to_meta()})
-    return _fill(conn, factor)
+    return _fill(conn, factor, trained)
 
 
 def insert(conn: Connection, rows: Iterable[tuple[int, bytes]]) -> None:
-    """File the code of each (chunk id, float32 blob) under its nearest list (call only when ready())."""
-    conn.executemany(_insert_sql(f"{schema.CODES}", state(conn).factor), [(blob, cid) for cid, blob in rows])
+    """File the code of each (chunk id, float32 blob) under its list, in SQL (call only when ready()).
+
+    The list is the nearest fine centroid of the nearest coarse cell (pipeline/kmeans.py's rule),
+    about 2 * sqrt(lists) distances a vector; list 0 while the store is untrained.
+    """
+    cell = f"(SELECT id FROM {schema.COARSE} ORDER BY vec_distance_l2(centroid, ?1) LIMIT 1)"
+    span = FINE_SPAN
+    nearest = (f"(SELECT id FROM {schema.CENTROIDS} WHERE id > {cell} * {span} AND id < {cell} * {span} + {span}"
+               " ORDER BY vec_distance_l2(centroid, ?1) LIMIT 1)")
+    conn.executemany(f"INSERT INTO {schema.CODES}(key, chunk_id, code) VALUES (coalesce({nearest}, 0) * {LIST_SPAN}"
+                     f" + ?2, ?2, {code_sql('?1', state(conn).factor)})", [(blob, cid) for cid, blob in rows])
 
 
-def _insert_sql(table: str, factor: int) -> str:
-    return (f"INSERT INTO {table}(key, chunk_id, code) VALUES (coalesce((SELECT id FROM {schema.CENTROIDS}"
-            f" ORDER BY vec_distance_l2(centroid, ?1) LIMIT 1), 0) * {LIST_SPAN} + ?2, ?2, {code_sql('?1', factor)})")
+def list_id(cell: int, fine: int) -> int:
+    """The list of the fine-th fine centroid of the cell-th coarse cell (both from 0)."""
+    return (cell + 1) * FINE_SPAN + fine + 1
 
 
-def _fill(conn: Connection, factor: int) -> int:
+def _fill(conn: Connection, factor: int, trained: kmeans.Lists | None) -> int:
     """File every vector of chunks_vec, staged in a temp table so the lists are written in key order."""
+    from pipeline import kmeans
+
     schema.create_code_staging(conn)
-    statement = _insert_sql(schema.CODE_STAGING, factor)
+    statement = (f"INSERT INTO {schema.CODE_STAGING}(key, chunk_id, code) VALUES (?1 * {LIST_SPAN} + ?2, ?2,"
+                 f" {code_sql('?3', factor)})")
     filled = 0
     cursor = conn.execute(f"SELECT chunk_id, embedding FROM {schema.VECTORS}")  # other tables may be written meanwhile
     while rows := cursor.fetchmany(_BATCH):
-        conn.executemany(statement, [(bytes(blob), int(cid)) for cid, blob in rows])
+        blobs = [bytes(blob) for _, blob in rows]
+        lists = [0] * len(rows)
+        if trained:
+            cells, fine = kmeans.assign(trained, _matrix(blobs))
+            lists = [list_id(c, j) for c, j in zip(cells.tolist(), fine.tolist())]
+        conn.executemany(statement, [(lst, int(cid), blob) for lst, (cid, _), blob in zip(lists, rows, blobs)])
         filled += len(rows)
     conn.execute(f"INSERT INTO {schema.CODES}(key, chunk_id, code) SELECT key, chunk_id, code"
                  f" FROM {schema.CODE_STAGING} ORDER BY key")
@@ -158,52 +200,33 @@ def _count(conn: Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
 
-def _sample(conn: Connection, n: int, seed: int) -> list[list[float]]:
-    """n stored vectors picked at random (seeded by the store size, so a rebuild is repeatable)."""
+def _sample(conn: Connection, n: int, seed: int) -> kmeans.Matrix:
+    """n stored vectors picked at random (seeded by the store size, so a rebuild is repeatable), one row each."""
+    import numpy as np
+
     ids = [int(r[0]) for r in conn.execute("SELECT id FROM chunks")]
     picked = sorted(random.Random(seed).sample(ids, min(n, len(ids))))
-    out: list[list[float]] = []
+    out: kmeans.Matrix | None = None
+    filled = 0
     for i in range(0, len(picked), _BATCH):
         rows = conn.execute(f"SELECT v.embedding FROM json_each(?) AS j CROSS JOIN {schema.VECTORS} AS v"
                             " ON v.chunk_id = j.value", (json.dumps(picked[i : i + _BATCH]),))  # point reads
-        out += [array("f", bytes(blob)).tolist() for (blob,) in rows]
-    return out
+        batch = _matrix([bytes(blob) for (blob,) in rows])
+        if not len(batch):  # chunks without a vector (yet)
+            continue
+        if out is None:
+            out = np.empty((len(picked), batch.shape[1]), dtype=np.float32)
+        out[filled : filled + len(batch)] = batch
+        filled += len(batch)
+    return out[:filled] if out is not None else _matrix([])
 
 
-def _kmeans(conn: Connection, sample: list[list[float]], clusters: int) -> list[list[float]]:
-    """Spherical k-means: unit centroids, each the normalised mean of the sample vectors nearest it.
+def _matrix(blobs: list[bytes]) -> kmeans.Matrix:
+    """float32 blobs as the rows of a matrix."""
+    import numpy as np
 
-    Distances run in SQLite (vec_distance_l2 against a temp table of the current centroids).
-    """
-    rng = random.Random(len(sample))
-    centroids = [_unit(v) for v in rng.sample(sample, clusters)]
-    blobs = [array("f", v).tobytes() for v in sample]
-    schema.create_centroid_scratch(conn)
-    try:
-        for _ in range(ROUNDS):
-            conn.execute(f"DELETE FROM {schema.CENTROID_SCRATCH}")
-            conn.executemany(f"INSERT INTO {schema.CENTROID_SCRATCH}(id, centroid) VALUES (?, ?)",
-                             [(i, array("f", c).tobytes()) for i, c in enumerate(centroids)])
-            nearest = _nearest_each(conn, blobs)
-            sums = [[0.0] * len(sample[0]) for _ in range(clusters)]
-            counts = [0] * clusters
-            for vector, c in zip(sample, nearest):
-                counts[c] += 1
-                sums[c] = [a + b for a, b in zip(sums[c], vector)]
-            centroids = [_unit(s) if n else _unit(rng.choice(sample)) for s, n in zip(sums, counts)]
-    finally:
-        schema.drop_centroid_scratch(conn)
-    return centroids
-
-
-def _nearest_each(conn: Connection, blobs: list[bytes]) -> list[int]:
-    sql = f"SELECT id FROM {schema.CENTROID_SCRATCH} ORDER BY vec_distance_l2(centroid, ?) LIMIT 1"
-    return [int(conn.execute(sql, (b,)).fetchone()[0]) for b in blobs]
-
-
-def _unit(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector] if norm > 0 else list(vector)
+    width = len(blobs[0]) // 4 if blobs else 0
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), width)
 
 
 def _power_of_two(limit: float) -> int:

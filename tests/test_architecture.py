@@ -157,7 +157,8 @@ READ_COMMANDS = (["search", "alpha"], ["show", "docs/a.md#0"], ["show", "docs/a.
 # client, rich (only the commands that draw a table import it, when they draw one), OpenTelemetry
 # without an exporter, the walker, and the interpreter's own sqlite3 beside pysqlite3.
 NOT_FOR_READS = ("dramatiq", "redis", "mcp", "starlette", "uvicorn", "structlog", "rich", "httpx", "workers",
-                 "opentelemetry", "prometheus_client", "logging", "sqlite3", "pipeline.walker", "query.explain")
+                 "opentelemetry", "prometheus_client", "logging", "sqlite3", "pipeline.walker", "query.explain",
+                 "numpy", "pipeline.kmeans")
 
 
 def _loaded_by(argv: list[str], names: tuple[str, ...], tmp_path: Path) -> list[str]:

@@ -1,4 +1,8 @@
-"""The quantised companions of chunks_vec: int8 codes filed under their nearest centroid, kept in step with chunks."""
+"""The quantised companions of chunks_vec: int8 codes filed under their list, kept in step with chunks.
+
+A vector's list is the nearest fine centroid of its nearest coarse cell, whether a build filed it
+(numpy) or the writer did with its document (SQL).
+"""
 
 from __future__ import annotations
 
@@ -45,9 +49,16 @@ def _chunk_ids(store: Store) -> list[int]:
 
 
 def _nearest(store: Store, blob: bytes) -> int:
-    row = store.conn.execute(f"SELECT id FROM {schema.CENTROIDS} ORDER BY vec_distance_l2(centroid, ?) LIMIT 1",
-                             (blob,)).fetchone()
-    return 0 if row is None else int(row[0])
+    """The list of the vector blob: the nearest fine centroid of the nearest coarse cell (0 when untrained)."""
+    by = "ORDER BY vec_distance_l2(centroid, ?) LIMIT 1"
+    cell = store.conn.execute(f"SELECT id FROM {schema.COARSE} {by}", (blob,)).fetchone()
+    if cell is None:
+        return 0
+    span = vector_codes.FINE_SPAN
+    fine = [(int(i), bytes(c)) for i, c in store.conn.execute(f"SELECT id, centroid FROM {schema.CENTROIDS}")
+            if i // span == cell[0]]
+    assert fine and all(i % span for i, _ in fine)  # a cell's fine ids follow cell * FINE_SPAN
+    return min(fine, key=lambda row: store.conn.execute("SELECT vec_distance_l2(?, ?)", (row[1], blob)).fetchone())[0]
 
 
 def _assert_in_step(store: Store) -> None:
@@ -72,8 +83,9 @@ def test_a_code_is_the_int8_vector_scaled_by_a_power_of_two() -> None:
     assert list(array("b", one)) == [12, -26, 37, -57]  # (x + 1) * 255/2 - 128, truncated
     assert list(array("b", two)) == [24, -51, 75, -115]  # twice the resolution (float32 rounding)
     assert vector_codes.default_factor(384) == 2 and vector_codes.default_factor(4) == 1
-    assert vector_codes.clusters_for(1_000_000) == vector_codes.MAX_CLUSTERS == 128
-    assert vector_codes.clusters_for(100_000) == 24 and vector_codes.clusters_for(1000) == 0
+    assert vector_codes.clusters_for(10_000_000) == vector_codes.MAX_CLUSTERS
+    assert vector_codes.clusters_for(100_000) == 100_000 // vector_codes.LIST_SIZE
+    assert vector_codes.clusters_for(vector_codes.LIST_SIZE - 1) == 0
 
 
 def test_training_files_each_vector_under_its_nearest_centroid(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,6 +96,7 @@ def test_training_files_each_vector_under_its_nearest_centroid(store: Store, mon
         assert vector_codes.install(conn, 4) == 80
     assert vector_codes.state(store.conn) == vector_codes.CodeState(80, 8, vector_codes.state(store.conn).factor)
     assert store.conn.execute(f"SELECT count(*) FROM {schema.CENTROIDS}").fetchone()[0] == 8
+    assert store.conn.execute(f"SELECT count(*) FROM {schema.COARSE}").fetchone()[0] == 3  # about sqrt(8)
     _assert_in_step(store)
     store.apply(_doc("docs/new.md", 6))  # later writes join their nearest list
     _assert_in_step(store)

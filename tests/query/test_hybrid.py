@@ -270,3 +270,40 @@ def test_a_format_3_store_is_migrated_by_the_next_index_run_without_embedding_ag
         conn.close()
     code, out, _ = run_cli("search", "budget cap for a run")
     assert code == 0 and out.splitlines()[0] == HYBRID and "docs/budgets.md#0" in out
+
+
+def test_a_store_of_one_level_lists_is_refiled_in_two_levels_by_the_next_index_run(
+    indexed: Path, server: EmbedServer, run_cli, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pipeline import db, schema, vector_codes
+    from query import vector
+
+    settings = settings_of(indexed, server)
+    texts = ["budget cap for a run", "agent worker queue", "restart the installer"]
+    with Reader(settings) as reader:
+        exact = [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts]
+    conn = db.open_writer(settings.db_path)
+    try:  # the shape scheme int8-ivf-1 left: one level of centroids, no coarse table
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(f"DROP TABLE {schema.COARSE}")
+        schema.write_meta(conn, {schema.VECTOR_CODES_KEY: "int8-ivf-1"})
+        conn.execute("COMMIT")
+        before = dict(conn.execute("SELECT chunk_id, embedding FROM chunks_vec").fetchall())
+    finally:
+        conn.close()
+    monkeypatch.setattr(vector, "EXACT_BELOW", 0)  # this tiny store takes the large-store path when it can
+    with Reader(settings) as reader:
+        assert not vector_codes.ready(reader.conn)  # until then KNN is exact
+        assert [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts] == exact
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 1)  # four vectors: four lists under two coarse cells
+    served = len(server.requests)
+    code, out, err = run_cli("index")
+    assert code == 0, out + err
+    assert len(server.requests) == served + 1  # the run's probe: nothing was embedded again
+    with Reader(settings) as reader:
+        conn = reader.conn
+        assert vector_codes.ready(conn) and vector_codes.state(conn).clusters == 4
+        assert conn.execute(f"SELECT count(*) FROM {schema.COARSE}").fetchone()[0] == 2
+        assert dict(conn.execute("SELECT chunk_id, embedding FROM chunks_vec").fetchall()) == before
+        assert sorted(r[0] for r in conn.execute(f"SELECT chunk_id FROM {schema.CODES}")) == sorted(before)
+        assert [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts] == exact

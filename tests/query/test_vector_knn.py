@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,13 +103,17 @@ def test_with_every_code_a_candidate_quantised_knn_is_exactly_the_reference(read
 
 
 def test_a_query_scans_about_probe_rows_codes_whatever_the_store_size() -> None:
+    assert probes(3906, 1_000_000) == 188  # 188 lists of ~256: ~48k codes, 4.8% of a million
     assert probes(128, 1_000_000) == 7  # 7 lists of ~7,800: ~55k codes
     assert probes(16, 100_000) == 8  # half of a 100k store
     assert probes(4, 20_000) == 4  # every list of a small store
     assert probes(256, 100_000_000) == MIN_PROBES
 
 
-def test_an_untrained_store_keeps_every_code_in_list_zero_and_scans_it(store_path: Path) -> None:
+def test_an_untrained_store_keeps_every_code_in_list_zero_and_scans_it(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 400)
     writer = db.open_writer(store_path)
     writer.execute("BEGIN IMMEDIATE")
     vector_codes.install(writer, DIM)  # 300 vectors: too few for a list of LIST_SIZE
@@ -150,5 +156,60 @@ def test_a_store_without_the_companions_falls_back_to_exact_knn(store_path: Path
     try:
         assert not vector_codes.ready(conn)
         _same(knn(conn, QUERY, 20, exact_below=0), knn_exact(conn, QUERY, 20))
+    finally:
+        conn.close()
+
+
+def test_the_quantised_path_never_loads_numpy(store_path: Path) -> None:
+    # numpy trains and files the lists in the writer; a query (here in a fresh process) ranks them in SQL.
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from pipeline import db\n"
+        "from query import search, vector\n"
+        f"conn = db.connect_readonly(Path({str(store_path)!r}))\n"
+        f"hits = vector.knn(conn, {QUERY!r}, 10, exact_below=0)\n"
+        "assert len(hits) == 10 and vector.vector_codes.state(conn).clusters == 15\n"
+        "print(','.join(m for m in ('numpy', 'pipeline.kmeans') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
+
+
+def test_many_small_lists_still_give_the_exact_top_k_for_vectors_on_list_boundaries(tmp_path: Path) -> None:
+    # 40 tight clusters of 8 vectors, trained into ~80 lists of 4 (each cluster spread over a few lists); then
+    # vectors placed half way between two neighbouring fine centroids are written (filed in SQL, one list each).
+    rng = random.Random(3)
+    centres = [_random_unit(rng) for _ in range(40)]
+    path = tmp_path / "store" / "knowledge.db"
+    store = Store(path)
+    try:
+        with store.transaction() as conn:
+            vectors.install(conn, IDENTITY)
+        store.vector_hook = vectors.VectorWriter(reuse=False)
+        for d, centre in enumerate(centres):
+            store.apply(_doc(f"docs/{d:02}.md", [_unit([x + rng.gauss(0, 0.08) for x in centre]) for _ in range(8)]))
+        with store.transaction() as conn, pytest.MonkeyPatch.context() as patch:
+            patch.setattr(vector_codes, "LIST_SIZE", 4)
+            vector_codes.install(conn, DIM)
+        fine = {int(i): vectors.from_blob(bytes(c)) for i, c in store.conn.execute(
+            f"SELECT id, centroid FROM {schema.CENTROIDS}")}
+        boundary = []
+        for i, centroid in fine.items():  # each list's nearest other list: the midpoint of the two centroids
+            j = min((j for j in fine if j != i), key=lambda j: sum((a - b) ** 2 for a, b in zip(centroid, fine[j])))
+            boundary.append(_unit([a + b for a, b in zip(centroid, fine[j])]))
+        store.apply(_doc("docs/boundary.md", boundary))
+    finally:
+        store.close()
+    conn = db.connect_readonly(path)
+    try:
+        state = vector_codes.state(conn)
+        assert state.clusters == 80 and conn.execute(f"SELECT count(*) FROM {schema.COARSE}").fetchone()[0] == 9
+        lists = {int(key) // vector_codes.LIST_SPAN for (key,) in conn.execute(f"SELECT key FROM {schema.CODES}")}
+        assert len(lists) > 60 and 0 not in lists
+        for query in boundary:
+            _same(knn_quantised(conn, query, 10, lists=12), knn_exact(conn, query, 10))  # 12 of 80 lists scanned
     finally:
         conn.close()
