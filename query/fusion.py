@@ -11,7 +11,7 @@ page is worth less to a reader (or an agent's budget) than the best section of a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 RRF_K = 60
 PER_DOCUMENT = 2  # sections of one document before the rest of it is demoted
@@ -52,3 +52,25 @@ def diversify(ranked: Sequence[tuple[int, float]], document_of: Mapping[int, int
         seen[document] = seen.get(document, 0) + 1
         (kept if seen[document] <= per_document else moved).append((chunk_id, score))
     return kept + moved, {chunk_id for chunk_id, _ in moved}
+
+
+def diversified_top(ranked: Sequence[tuple[int, float]], k: int, documents_of: Callable[[list[int]], Mapping[int, int]],
+                    per_document: int = PER_DOCUMENT) -> list[tuple[int, float]]:
+    """The first k of diversify(ranked, ...)[0], asking documents_of for the documents of as few ranks as it needs.
+
+    A section's place depends only on the sections above it, so once a prefix of ranked holds k
+    sections within their documents' allowance, those k are the answer: the rest of the list is
+    never read (a search of top 5 over 50 or 100 candidates looks up ~5-10 documents, not all).
+    """
+    if not ranked or k < 1:
+        return []
+    known: dict[int, int] = {}
+    read = 0
+    size = min(len(ranked), k)
+    while True:
+        known.update(documents_of([chunk_id for chunk_id, _ in ranked[read:size]]))
+        read = size
+        order, moved = diversify(ranked[:size], known, per_document)
+        if size - len(moved) >= k or size == len(ranked):
+            return order[:k]
+        size = min(len(ranked), 2 * size)

@@ -14,7 +14,7 @@ from config.settings import MAX_TOP_K, Settings
 from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter, document_ids_json
-from query.fusion import diversify, rrf
+from query.fusion import diversified_top, diversify, rrf
 from query.lexical import FANOUT, search_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
 from query.terminal import one_line
@@ -149,10 +149,14 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     def hits(ranked: list[tuple[int, float]], used: str, neighbours: list[tuple[int, float]] | None = None,
              feedback: int = 0, held: set[int] | None = None) -> list[Hit]:
         """The top k of ranked after document diversity (and verbatim protection: held), hydrated and explained."""
-        ranked, demoted = diversify(ranked, reader.documents_of([cid for cid, _ in ranked]))
-        if held:  # a protected section is placed first, whatever its document's allowance
-            ranked, demoted = protect(ranked, lexical, held), demoted - held
-        top = ranked[:k]
+        demoted: set[int] = set()
+        if held or explain:  # explain reports every demoted section; protection reorders the whole list
+            ranked, demoted = diversify(ranked, reader.documents_of([cid for cid, _ in ranked]))
+            if held:  # a protected section is placed first, whatever its document's allowance
+                ranked, demoted = protect(ranked, lexical, held), demoted - held
+            top = ranked[:k]
+        else:
+            top = diversified_top(ranked, k, reader.documents_of)
         found = reader.hydrate([cid for cid, _ in top], dict(top))
         if not explain:
             return found

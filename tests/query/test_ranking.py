@@ -91,6 +91,36 @@ def test_diversify_moves_a_documents_third_section_after_the_rest_in_order() -> 
     assert fusion.diversify(ranked, documents, per_document=1)[0][:3] == [(1, 0.9), (4, 0.6), (6, 0.4)]
 
 
+def test_the_diversified_top_k_is_the_full_diversity_rule_cut_at_k_reading_only_the_ranks_it_needs() -> None:
+    import random
+
+    rng = random.Random(5)
+    for _ in range(400):
+        ranked = [(cid, 1.0 / (i + 1)) for i, cid in enumerate(rng.sample(range(1, 500), rng.randint(0, 60)))]
+        documents = {cid: rng.randint(1, rng.choice((2, 5, 40))) for cid, _ in ranked if rng.random() > 0.05}
+        asked: list[int] = []
+
+        def documents_of(ids: list[int], documents: dict[int, int] = documents,
+                         asked: list[int] = asked) -> dict[int, int]:
+            asked.extend(ids)
+            return {cid: documents[cid] for cid in ids if cid in documents}  # a vanished chunk has no document
+
+        k = rng.randint(1, 12)
+        assert fusion.diversified_top(ranked, k, documents_of) == fusion.diversify(ranked, documents)[0][:k]
+        assert len(asked) == len(set(asked))  # no chunk asked for twice
+    one_document = [(cid, 1.0) for cid in range(1, 51)]
+    read: list[int] = []
+
+    def own_documents(ids: list[int]) -> dict[int, int]:
+        read.extend(ids)
+        return {c: c for c in ids}
+
+    top = fusion.diversified_top([(1, 0.9), (2, 0.8), *((c, 0.5) for c in range(10, 58))], 5, own_documents)
+    assert [cid for cid, _ in top] == [1, 2, 10, 11, 12] and len(read) == 5  # distinct documents: 5 ranks read
+    assert fusion.diversified_top(one_document, 3, lambda ids: {c: 7 for c in ids}) == [(1, 1.0), (2, 1.0), (3, 1.0)]
+    assert fusion.diversified_top([], 5, lambda ids: {}) == []
+
+
 LOGS = "how long are logs kept"
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
+from query import topk
 from query.lexical import WEIGHTS, search_ids
 from query.reader import Reader
 from query.terms import build_query
-from query.topk import exact_top_k
+from query.topk import exact_top_k, reaching_sets
 from tests.query.stores import build_store, store_settings
 
 WORDS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)]
@@ -87,3 +88,32 @@ def test_queries_pruning_cannot_help_are_left_to_the_full_query(zipf_store: Sett
         assert exact_top_k(reader.conn, build_query(WORDS[0]), 10, WEIGHTS) is None  # one term
         assert exact_top_k(reader.conn, build_query(" ".join(WORDS[:9])), 10, WEIGHTS) is None  # too many terms
         assert exact_top_k(reader.conn, build_query(f"{WORDS[58]} {WORDS[59]}"), 10, WEIGHTS) is None  # few rows in all
+
+
+def test_common_terms_seed_from_the_rows_holding_the_most_terms_and_stay_exact(
+        zipf_store: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(topk, "SEED_ROWS_MAX", 0)  # every pair seed counts as too large: the wider seeds run
+    seeds: list[str] = []
+    answered = 0
+    with Reader(zipf_store) as reader:
+        for text in [*_queries(5, 120), " ".join(WORDS[:4]), " ".join(WORDS[:3])]:
+            for limit in (1, 5, 50):
+                expression = build_query(text).expression
+                full = [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (expression, limit))]
+                reader.conn.set_trace_callback(seeds.append)
+                try:
+                    found = exact_top_k(reader.conn, build_query(text), limit, WEIGHTS)
+                finally:
+                    reader.conn.set_trace_callback(None)
+                assert found is None or found == full, (text, limit)
+                answered += found is not None
+    assert answered > 50  # many queries were answered by the pruned path, not left to the full query
+    assert any("LIMIT" in s and " AND " in s and "bm25(" not in s for s in seeds)  # a wider seed was tried
+
+
+def test_the_reaching_sets_are_the_smallest_sets_whose_bounds_add_up_to_the_floor() -> None:
+    bounds = {"rare": 9.0, "mid": 5.0, "common": 2.0, "often": 1.5}
+    assert reaching_sets(tuple(bounds), bounds, 8.0) == [("rare",), ("mid", "common", "often")]
+    assert reaching_sets(tuple(bounds), bounds, 9.5) == [("rare", "mid"), ("rare", "common"), ("rare", "often")]
+    assert reaching_sets(tuple(bounds), bounds, 6.5) == [("rare",), ("mid", "common"), ("mid", "often")]
+    assert reaching_sets(tuple(bounds), bounds, 20.0) == []
