@@ -35,6 +35,7 @@ from pipeline.web import url_jobs
 from workers import payloads, queues, tally
 from workers.actors import declare_actors
 from workers.broker import build_stub_broker
+from workers.embed import finish_ingest
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
 from workers.payloads import Skipped
 from workers.queues import Actors
@@ -113,6 +114,7 @@ def store_state(settings: Settings, reindex: bool, probe: Probe | None = None) -
 
 
 STALE_KEY = "stale"
+WALK_KEY = "walk"  # the walk's own mark among a vector run's finished ingests (no batch key looks like it)
 DELETED = "deleted"  # the reason a document removed as gone (RunRequest.gone) is recorded with
 
 
@@ -135,10 +137,9 @@ def plan_and_enqueue(
     """Plan the vector tier, walk, enqueue the files to read as the walk finds them, record the rest.
 
     With embeddings the server is probed and reconciled with the pinned identity first, so an
-    unreachable server or a mismatch fails here, before anything is written; and the ingest
-    messages wait for the end of the walk, whose count the embedding backlog needs first. Without,
-    each batch leaves as soon as it is full, so the walk holds one batch whatever the tree's size.
-    Returns the initial summary.
+    unreachable server or a mismatch fails here, before anything is written. Each batch leaves as
+    soon as it is full, so the walk holds one batch whatever the tree's size. Returns the initial
+    summary.
     """
     base = PathBase.at(settings.path_base)
     with store_state(settings, request.reindex, probe) as state:
@@ -153,23 +154,17 @@ def plan_and_enqueue(
         lacking = vector_plan.backfill if vector_plan is not None else frozenset()
         found = Survey(settings, targets.roots, stored, request.reindex, settings.store_dir, backfill=lacking,
                        watch=[base.stored(p) for p in request.gone])
-        held: list[list[list[Any]]] = []  # with a vector plan: every batch, sent once they are counted
-
-        def send(batch: list[list[Any]]) -> None:
-            if vector_plan is not None:
-                held.append(batch)
-            else:
-                actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
-
         size = settings.batch_files
+        sent = 0
         batch: list[list[Any]] = []
         for job, _ in found.jobs():
             batch.append(job.to_wire())
             if len(batch) >= size:
-                send(batch)
-                batch = []
+                actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
+                sent, batch = sent + 1, []
         if batch:
-            send(batch)
+            actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
+            sent += 1
         mark_gone(found, request.gone, stored)
         # Web pages are fetched by the ingest workers every run (never here); they are never pruned.
         pages = url_jobs(targets.urls, stored.lookup(targets.urls), request.reindex, lacking)
@@ -188,11 +183,13 @@ def plan_and_enqueue(
         stale = [Skipped(s.path, s.reason) for s in found.stale.values()]
         ledger.stage(run_id, STALE_KEY, payloads.to_wire(stale))
         actors.write.send(run_id, STALE_KEY)
-    held += [[job.to_wire() for job in pages[i:i + URL_BATCH]] for i in range(0, len(pages), URL_BATCH)]
-    if vector_plan is not None:
-        ledger.backlog.expect_ingests(run_id, len(held))
-    for batch in held:
-        actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
+    for i in range(0, len(pages), URL_BATCH):
+        actors.ingest.send_with_options(args=(run_id, [job.to_wire() for job in pages[i:i + URL_BATCH]],
+                                              request.reindex))
+        sent += 1
+    if vector_plan is not None:  # the walk is one more ingest to wait for: the last to finish sends the tail
+        ledger.backlog.expect_ingests(run_id, sent + 1)
+        finish_ingest(ledger, actors, run_id, WALK_KEY, vector_plan)
     actors.finalize.send(run_id)
     return ledger.summary(run_id)
 
