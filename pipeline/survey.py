@@ -104,8 +104,10 @@ class Survey:
             self.files += 1
             if self.watch and any(under(path, w) for w in self.watch):
                 self.watched.add(path)
-            restated = Found(path, roots.setdefault(found.root, self.base.stored(found.root)), found.size,
-                             found.mtime_ns)
+            root_spelled = roots.get(found.root)
+            if root_spelled is None:
+                root_spelled = roots[found.root] = self.base.stored(found.root)
+            restated = Found(path, root_spelled, found.size, found.mtime_ns)
             if not under(path, spelled) or (last is not None and path <= last):
                 strays.append(restated)  # the base lies inside this root: not in its stored range
                 self._strays.add(path)

@@ -240,6 +240,7 @@ def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tu
 
 
 def _consider(path: str, root: str, st: os.stat_result, result: WalkResult, explicit: bool) -> Found | None:
+    # root: a tree walk's displayed root (result.root), or the file named as the root itself (explicit)
     name = os.path.basename(path)
     if os.path.splitext(name)[1].lower() not in EXTENSIONS:
         if explicit:
@@ -251,4 +252,4 @@ def _consider(path: str, root: str, st: os.stat_result, result: WalkResult, expl
     if st.st_size > MAX_FILE_BYTES:
         result.skipped.append(Skip(_display(path), f"too large ({st.st_size} bytes > {MAX_FILE_BYTES})"))
         return None
-    return Found(_display(path), _display(root), st.st_size, st.st_mtime_ns)
+    return Found(_display(path), _display(root) if explicit else root, st.st_size, st.st_mtime_ns)
