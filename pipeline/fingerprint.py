@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.models import FileJob
 from pipeline.walker import Found
 
 RACY_WINDOW_NS = 2_000_000_000
@@ -32,19 +31,3 @@ def needs_read(found: Found, stored: StoredStat | None, reindex: bool = False) -
     if found.size != stored.size or found.mtime_ns != stored.mtime_ns:
         return True
     return found.mtime_ns >= stored.indexed_ns - RACY_WINDOW_NS
-
-
-def classify(
-    files: list[Found], stored: dict[str, StoredStat], reindex: bool = False, base: str = ""
-) -> tuple[list[FileJob], list[Found]]:
-    """Split walked files into jobs to read (their stored spellings under base) and files unchanged by stat."""
-    jobs: list[FileJob] = []
-    unchanged: list[Found] = []
-    for found in files:
-        row = stored.get(found.path)
-        if needs_read(found, row, reindex):
-            sha = None if (reindex or row is None) else row.sha256
-            jobs.append(FileJob(found.path, found.root, found.size, found.mtime_ns, sha, base))
-        else:
-            unchanged.append(found)
-    return jobs, unchanged

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from config.errors import StoreError
 from pipeline import db, front_matter, integrity, schema
-from pipeline.fingerprint import StoredStat
 from pipeline.models import Document
 from pipeline.paths import PathBase
 
@@ -33,12 +32,6 @@ def _now() -> tuple[str, int]:
     ns = time.time_ns()
     stamp = datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     return stamp, ns
-
-
-def stored_stats(conn: db.Connection) -> dict[str, StoredStat]:
-    """Every document's stored fingerprint, keyed by path."""
-    rows = conn.execute("SELECT path, sha256, size, mtime_ns, indexed_ns FROM documents")
-    return {path: StoredStat(sha, size, mtime, indexed) for path, sha, size, mtime, indexed in rows}
 
 
 class Store:

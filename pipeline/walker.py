@@ -1,7 +1,9 @@
 """Find the eligible files under the configured roots, reporting every skip with its reason.
 
-The walk is iterative (a tree 1,000 directories deep is walked like any other) and never follows
-a symlink: each directory is opened with O_NOFOLLOW and must be the very directory (device and
+The walk is iterative (a tree 1,000 directories deep is walked like any other), streamed
+(stream_root yields each file as it is found, in the byte order of the paths, which is the order
+of the store's path index, so a survey merges the two holding neither) and never follows a
+symlink: each directory is opened with O_NOFOLLOW and must be the very directory (device and
 inode) its parent listed, so a directory swapped for a symlink while the walk runs is refused, not
 followed. A name that is not valid UTF-8 cannot be stored or cited, so it is skipped with a reason.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,35 +98,51 @@ def _identity(directory: Path | None) -> tuple[int, int] | None:
 
 
 def walk_root(root: str, store_dir: Path | None = None, globs: Globs | None = None) -> WalkResult:
-    """Walk one root (a directory or a single file), depth first in sorted order.
+    """Walk one root (a directory or a single file) whole: stream_root's files gathered in its result."""
+    result, files = stream_root(root, store_dir, globs)
+    result.files = list(files)
+    return result
 
-    globs (knowledge.include/exclude) judge the files and directories under a directory root; a
-    file named as the root is indexed whatever they say.
+
+def stream_root(root: str, store_dir: Path | None = None,
+                globs: Globs | None = None) -> tuple[WalkResult, Iterator[Found]]:
+    """Walk one root (a directory or a single file): its result, and an iterator of its eligible files.
+
+    The files come depth first, in the byte order of their paths (a directory sorts as its name and
+    a slash). The result's skips and errors fill as the iterator runs; they are whole once it is
+    exhausted (its `files` stay empty). globs (knowledge.include/exclude) judge the files and
+    directories under a directory root; a file named as the root is indexed whatever they say.
     """
     result = WalkResult(root=root)
     if not valid_name(root):
         result.errors.append(Skip(_display(root), BAD_NAME))
-        return result
+        return result, iter(())
     store_id = _identity(store_dir)
     try:
         st = os.lstat(root)
     except OSError as exc:
         result.errors.append(Skip(_display(root), f"cannot read: {exc.strerror}"))
-        return result
+        return result, iter(())
     if stat.S_ISLNK(st.st_mode):
         result.errors.append(Skip(_display(root), "symlink refused"))
-        return result
+        return result, iter(())
     if stat.S_ISREG(st.st_mode):
-        _consider(root, root, st, result, explicit=True)
-        return result
+        found = _consider(root, root, st, result, explicit=True)
+        return result, iter(() if found is None else (found,))
     if not stat.S_ISDIR(st.st_mode):
         result.errors.append(Skip(_display(root), "not a regular file or directory"))
-        return result
+        return result, iter(())
     base = os.path.normpath(root)
     result.root = _display(base)
     result.directory = True
-    _walk_tree(base, st, store_id, result, globs or Globs())
-    return result
+    return result, _walk_tree(base, st, store_id, result, globs or Globs())
+
+
+def _order(item: tuple[str, os.stat_result | OSError]) -> str:
+    """Sort key of a listed entry: its name, and a slash after a directory's, so that a depth-first
+    walk yields paths in byte order (`a.md` before `a/b.md`, as the store's path index has them)."""
+    name, st = item
+    return name + "/" if not isinstance(st, OSError) and stat.S_ISDIR(st.st_mode) else name
 
 
 def _list_dir(directory: str, expected: os.stat_result) -> list[tuple[str, os.stat_result | OSError]]:
@@ -143,12 +162,12 @@ def _list_dir(directory: str, expected: os.stat_result) -> list[tuple[str, os.st
                     listed.append((entry.name, exc))
     finally:
         os.close(fd)
-    listed.sort(key=lambda item: item[0])
+    listed.sort(key=_order)
     return listed
 
 
 def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] | None, result: WalkResult,
-               globs: Globs) -> None:
+               globs: Globs) -> Iterator[Found]:
     # A stack of sorted, not yet visited entries per open level: the same depth-first order as
     # recursion, without its depth limit.
     stack: list[tuple[str, list[tuple[str, os.stat_result | OSError]]]] = []
@@ -172,7 +191,9 @@ def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] |
             continue
         name, st = entries.pop()
         child = _visit(directory, name, st, store_id, result, globs)
-        if child is not None:
+        if isinstance(child, Found):
+            yield child
+        elif child is not None:
             pending.append(child)
 
 
@@ -182,8 +203,8 @@ def _relative(path: str, root: str) -> str:
 
 
 def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tuple[int, int] | None,
-           result: WalkResult, globs: Globs) -> tuple[str, os.stat_result] | None:
-    """Judge one entry; return it when it is a directory to descend into."""
+           result: WalkResult, globs: Globs) -> Found | tuple[str, os.stat_result] | None:
+    """Judge one entry; return it when it is an eligible file, or a directory to descend into."""
     path = _join(directory, name)
     if isinstance(st, OSError):
         result.skipped.append(Skip(_display(path), f"cannot stat: {st.strerror}"))
@@ -213,15 +234,13 @@ def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tu
     if stat.S_ISREG(st.st_mode):
         if not globs.included(_relative(path, result.root)):
             return None  # like a file of another type: not what this tree indexes
-        found = _consider(path, result.root, st, result, explicit=False)
-        if found is not None:
-            result.files.append(found)
-        return None
+        return _consider(path, result.root, st, result, explicit=False)
     result.skipped.append(Skip(_display(path), not_regular(st.st_mode)))
     return None
 
 
 def _consider(path: str, root: str, st: os.stat_result, result: WalkResult, explicit: bool) -> Found | None:
+    # root: a tree walk's displayed root (result.root), or the file named as the root itself (explicit)
     name = os.path.basename(path)
     if os.path.splitext(name)[1].lower() not in EXTENSIONS:
         if explicit:
@@ -233,7 +252,4 @@ def _consider(path: str, root: str, st: os.stat_result, result: WalkResult, expl
     if st.st_size > MAX_FILE_BYTES:
         result.skipped.append(Skip(_display(path), f"too large ({st.st_size} bytes > {MAX_FILE_BYTES})"))
         return None
-    found = Found(_display(path), _display(root), st.st_size, st.st_mtime_ns)
-    if explicit:
-        result.files.append(found)
-    return found
+    return Found(_display(path), _display(root) if explicit else root, st.st_size, st.st_mtime_ns)

@@ -5,8 +5,9 @@ batch; for any other, its chunks needing a vector are appended to the run's back
 (as EmbedWork: append-only positions, an item freed once its batch is embedded), then it is staged
 under its own key.
 Batch b is backlog positions [b*B, (b+1)*B): the ingest message that appended position (b+1)*B - 1
-sends it, so requests carry B inputs whatever the file sizes, and the ingest message that completes
-the last expected ingest flushes the tail. The append is refused while too many chunks are pending
+sends it, so requests carry B inputs whatever the file sizes, and the last of the expected ingests
+to finish flushes the tail (the walk counts as one: its ingest messages leave as it goes, and it
+sets the count and marks itself done once it has sent them all). The append is refused while too many chunks are pending
 (workers/backpressure.py).
 
 Embed (embed_batch): outside any transaction, POST the batch (halving on failure down to single
@@ -41,8 +42,9 @@ from pipeline.vectors import (
     to_blob,
 )
 from workers import tally
-from workers.ledger.protocol import Outcome
+from workers.ledger.protocol import Ledger, Outcome
 from workers.payloads import DocumentItem, EmbedWork, Item
+from workers.queues import Actors
 from workers.runtime import Runtime
 
 _lock = threading.Lock()
@@ -137,9 +139,15 @@ def dispatch(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
 
 def ingest_finished(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
     """Mark an ingest message done (or given up); after the last one, send the backlog's tail batch."""
-    all_done, length = runtime.ledger.backlog.ingest_done(run_id, key)
+    finish_ingest(runtime.ledger, runtime.actors, run_id, key, plan)
+
+
+def finish_ingest(ledger: Ledger, actors: Actors, run_id: str, key: str, plan: VectorPlan) -> None:
+    """Mark `key` done (an ingest message, or the walk that enqueued them: workers/run.py); whichever
+    is the last of the expected ones sends the backlog's tail batch."""
+    all_done, length = ledger.backlog.ingest_done(run_id, key)
     if all_done and length % plan.batch_size:
-        runtime.actors.embed.send(run_id, (length - 1) // plan.batch_size)
+        actors.embed.send(run_id, (length - 1) // plan.batch_size)
 
 
 def _batch(runtime: Runtime, run_id: str, index: int, size: int) -> tuple[list[EmbedWork], list[EmbedWork]]:

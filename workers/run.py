@@ -1,13 +1,13 @@
 """Start, follow and summarise an index run.
 
-plan_and_enqueue walks the roots, classifies files by stat against the store, records what needs no
-reading, and enqueues ingest batches; follow polls the ledger until the writer closes the run.
+plan_and_enqueue walks the roots, classifies files by stat against the store as the walk goes
+(pipeline/survey.py), enqueues ingest batches as they fill and records what needs no reading;
+follow polls the ledger until the writer closes the run.
 EmbeddedEngine runs the same actors in this process on a StubBroker.
 """
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 import uuid
@@ -24,17 +24,18 @@ from config.settings import Settings
 from config.urls import looks_like_url, normalize_urls
 from pipeline import changes, db, schema, vectors
 from pipeline.embeddings import Probe
-from pipeline.fingerprint import StoredStat
 from pipeline.lock import WriteLock
 from pipeline.models import Skip
-from pipeline.paths import PathBase, under
-from pipeline.store import Store, stored_stats
-from pipeline.survey import Preview, Survey, preview, survey
+from pipeline.paths import PathBase
+from pipeline.store import Store
+from pipeline.stored import StoredFingerprints
+from pipeline.survey import Preview, Survey, preview
 from pipeline.vectors import VectorPlan
 from pipeline.web import url_jobs
 from workers import payloads, queues, tally
 from workers.actors import declare_actors
 from workers.broker import build_stub_broker
+from workers.embed import finish_ingest
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
 from workers.payloads import Skipped
 from workers.queues import Actors
@@ -91,51 +92,41 @@ def new_run_id() -> str:
 
 @dataclass(frozen=True)
 class StoreState:
-    """What a run needs to know of the store before it enqueues, read in one read-only open."""
+    """What a run needs to know of the store before it enqueues: its fingerprints (read as the walk
+    goes, through one read-only connection) and the run's vector plan."""
 
-    stored: dict[str, StoredStat]
+    stored: StoredFingerprints
     vector_plan: VectorPlan | None
 
 
-def read_state(settings: Settings, reindex: bool, probe: Probe | None = None) -> StoreState:
-    """The store's fingerprints and the run's vector plan (the server probed when configured)."""
+@contextmanager
+def store_state(settings: Settings, reindex: bool, probe: Probe | None = None) -> Iterator[StoreState]:
+    """The store's state while a run is planned (the embedding server probed when configured)."""
     if not settings.db_path.is_file():
-        return StoreState({}, vectors.plan(settings, reindex, probe))
+        yield StoreState(StoredFingerprints(None), vectors.plan(settings, reindex, probe))
+        return
     conn = db.connect_readonly(settings.db_path)
     try:
-        stored = stored_stats(conn) if schema.exists(conn, "documents") else {}
-        return StoreState(stored, vectors.plan(settings, reindex, probe, conn))
+        stored = StoredFingerprints(conn if schema.exists(conn, "documents") else None)
+        yield StoreState(stored, vectors.plan(settings, reindex, probe, conn))
     finally:
         conn.close()
 
 
-@contextmanager
-def no_cycle_collection() -> Iterator[None]:
-    """Pause the cyclic garbage collector: the store read and the walk allocate a few objects per file
-    and no reference cycles, and the collector would rescan the growing heap again and again (15% of
-    the planning CPU of a no-change run over 100k files; bench/RESULTS.md)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 STALE_KEY = "stale"
+WALK_KEY = "walk"  # the walk's own mark among a vector run's finished ingests (no batch key looks like it)
 DELETED = "deleted"  # the reason a document removed as gone (RunRequest.gone) is recorded with
 
 
-def mark_gone(found: Survey, gone: tuple[str, ...], stored: dict[str, StoredStat]) -> None:
+def mark_gone(found: Survey, gone: tuple[str, ...], stored: StoredFingerprints) -> None:
     """Add the stored documents at or under each gone path (stat-confirmed again now, and walked by no
-    root of this run) to the survey's stale documents, which the writer removes."""
+    root of this run: the survey watched these paths) to the survey's stale documents, which the
+    writer removes."""
     for path in gone:
         if not changes.gone(path):
             continue
-        spelled = found.base.stored(path)
-        for doc in stored:
-            if doc not in found.files and "://" not in doc and under(doc, spelled):
+        for doc, _ in stored.under(found.base.stored(path)):
+            if doc not in found.watched:
                 found.stale[doc] = Skip(doc, DELETED)
 
 
@@ -143,65 +134,71 @@ def plan_and_enqueue(
     settings: Settings, ledger: Ledger, actors: Actors, request: RunRequest, targets: Targets, run_id: str,
     probe: Probe | None = None,
 ) -> RunSummary:
-    """Plan the vector tier, walk, record the files that need no reading, enqueue the rest.
+    """Plan the vector tier, walk, enqueue the files to read as the walk finds them, record the rest.
 
     With embeddings the server is probed and reconciled with the pinned identity first, so an
-    unreachable server or a mismatch fails here, before anything is written. Returns the initial
+    unreachable server or a mismatch fails here, before anything is written. Each batch leaves as
+    soon as it is full, so the walk holds one batch whatever the tree's size. Returns the initial
     summary.
     """
     base = PathBase.at(settings.path_base)
-    with no_cycle_collection():
-        state = read_state(settings, request.reindex, probe)
-    stored, vector_plan = state.stored, state.vector_plan
-    info: dict[str, Any] = {"roots": [base.stored(r) for r in targets.roots], "explicit": targets.explicit,
-                            "reindex": request.reindex, "started": time.time(), "base": base.directory}
-    if targets.urls:
-        info["urls"] = targets.urls
-    if vector_plan is not None:
-        info["vectors"] = vector_plan.to_info()
-    ledger.start(run_id, info)
-    with no_cycle_collection():
-        found = survey(settings, targets.roots, stored, request.reindex, settings.store_dir)
-    mark_gone(found, request.gone, stored)
-    removals = found.removals(stored)
-    if vector_plan is not None:
-        found.backfill(vector_plan.backfill)
-    # Web pages are fetched by the ingest workers every run (never here); they are never pruned.
-    pages = url_jobs(targets.urls, stored, request.reindex,
-                     vector_plan.backfill if vector_plan is not None else set())
+    with store_state(settings, request.reindex, probe) as state:
+        stored, vector_plan = state.stored, state.vector_plan
+        info: dict[str, Any] = {"roots": [base.stored(r) for r in targets.roots], "explicit": targets.explicit,
+                                "reindex": request.reindex, "started": time.time(), "base": base.directory}
+        if targets.urls:
+            info["urls"] = targets.urls
+        if vector_plan is not None:
+            info["vectors"] = vector_plan.to_info()
+        ledger.start(run_id, info)
+        lacking = vector_plan.backfill if vector_plan is not None else frozenset()
+        found = Survey(settings, targets.roots, stored, request.reindex, settings.store_dir, backfill=lacking,
+                       watch=[base.stored(p) for p in request.gone])
+        size = settings.batch_files
+        sent = 0
+        batch: list[list[Any]] = []
+        for job, _ in found.jobs():
+            batch.append(job.to_wire())
+            if len(batch) >= size:
+                actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
+                sent, batch = sent + 1, []
+        if batch:
+            actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
+            sent += 1
+        mark_gone(found, request.gone, stored)
+        # Web pages are fetched by the ingest workers every run (never here); they are never pruned.
+        pages = url_jobs(targets.urls, stored.lookup(targets.urls), request.reindex, lacking)
+    removals = found.removals()
     ledger.skip(run_id, [(s.path, s.reason) for s in found.skipped])
     failures: list[tuple[str, str, str | None]] = [(e.path, "failed", e.reason) for e in found.failures]
     ledger.record(run_id, failures)
-    total = len(found.files) + len(found.failures) + len(pages) + len(found.stale)
+    total = found.files + len(found.failures) + len(pages) + len(found.stale)
     # Files unchanged by stat are counted, not listed, and the stored paths that are gone travel as one
     # list: a run over a large tree with nothing to do sends nothing per file.
-    ledger.walked(run_id, total, len(found.unchanged), removals)
+    ledger.walked(run_id, total, found.unchanged, removals)
     tally.count_walk(total, (s.reason for s in found.skipped))
     tally.count_outcomes(failures, "walk")
-    tally.count_unchanged(len(found.unchanged), "walk")
+    tally.count_unchanged(found.unchanged, "walk")
     if found.stale:  # the writer removes them like any file the ingest step skipped
         stale = [Skipped(s.path, s.reason) for s in found.stale.values()]
         ledger.stage(run_id, STALE_KEY, payloads.to_wire(stale))
         actors.write.send(run_id, STALE_KEY)
-    size = settings.batch_files
-    jobs = found.jobs
-    batches = [jobs[i:i + size] for i in range(0, len(jobs), size)]
-    batches += [pages[i:i + URL_BATCH] for i in range(0, len(pages), URL_BATCH)]
-    if vector_plan is not None:
-        ledger.backlog.expect_ingests(run_id, len(batches))
-    for jobs_batch in batches:
-        batch = [job.to_wire() for job in jobs_batch]
-        actors.ingest.send_with_options(args=(run_id, batch, request.reindex))
+    for i in range(0, len(pages), URL_BATCH):
+        actors.ingest.send_with_options(args=(run_id, [job.to_wire() for job in pages[i:i + URL_BATCH]],
+                                              request.reindex))
+        sent += 1
+    if vector_plan is not None:  # the walk is one more ingest to wait for: the last to finish sends the tail
+        ledger.backlog.expect_ingests(run_id, sent + 1)
+        finish_ingest(ledger, actors, run_id, WALK_KEY, vector_plan)
     actors.finalize.send(run_id)
     return ledger.summary(run_id)
 
 
 def dry_run(settings: Settings, request: RunRequest, targets: Targets) -> tuple[Preview, VectorPlan | None]:
     """What a run of request would do, and its vector plan (the server probed); nothing is written."""
-    state = read_state(settings, request.reindex)
-    stored, vector_plan = state.stored, state.vector_plan
-    found = survey(settings, targets.roots, stored, request.reindex, settings.store_dir)
-    return preview(found, stored), vector_plan
+    with store_state(settings, request.reindex) as state:
+        found = Survey(settings, targets.roots, state.stored, request.reindex, settings.store_dir)
+        return preview(found), state.vector_plan
 
 
 Progress = Callable[[RunSummary], None]

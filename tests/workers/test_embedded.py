@@ -113,6 +113,26 @@ def test_a_deleted_file_is_pruned_after_a_complete_walk_of_a_configured_root(wor
     assert _paths(settings) == {"docs/guide.md", "docs/sub/deep.markdown"}
 
 
+def test_a_tree_of_many_batches_is_enqueued_as_walked_and_reconciled_once_the_walk_is_complete(
+        workdir: Path, make_settings) -> None:
+    notes = {f"docs/d{i % 9}/n{i:03d}.md": f"# Note {i}\n\nnote {i}\n" for i in range(300)}
+    write_tree(workdir, notes)
+    settings = make_settings(paths=["docs"], batch_files=8)
+    assert index(settings).counts["added"] == 300
+    _age(workdir)
+    paths = sorted(notes)
+    for rel in paths[:20]:
+        (workdir / rel).unlink()
+    for rel in paths[100:110]:
+        (workdir / rel).write_text("# Changed\n\nnew words\n", encoding="utf-8")
+    write_tree(workdir, {f"docs/d{i}/new.md": "# New\n" for i in range(5)})
+    summary = index(settings)
+    counts = summary.counts
+    assert (counts["added"], counts["updated"], counts["unchanged"], counts["failed"], summary.removed) == (
+        5, 10, 270, 0, 20)
+    assert _paths(settings) == set(paths[20:]) | {f"docs/d{i}/new.md" for i in range(5)}
+
+
 def test_an_explicit_file_never_prunes_and_an_explicit_directory_reconciles_what_it_holds(
         workdir: Path, make_settings) -> None:
     write_tree(workdir, DOCS)
