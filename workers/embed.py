@@ -129,9 +129,17 @@ def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: Vect
 
 
 def dispatch(runtime: Runtime, run_id: str, key: str, plan: VectorPlan) -> None:
-    """Send the full batches this ingest message completed and, after the last ingest, the tail."""
+    """Send the full batches this ingest message completed and, after the last ingest, the tail.
+
+    A redelivery of a message that got this far before (it was marked done, so its batches and any
+    tail were sent) sends nothing again: a second message for a batch still queued could run beside
+    the first and embed its chunks twice.
+    """
+    backlog = runtime.ledger.backlog
+    if backlog.backlog_state(run_id, key).done:
+        return
     size = plan.batch_size
-    for position in runtime.ledger.backlog.queue_embeds(run_id, key, []) or []:
+    for position in backlog.queue_embeds(run_id, key, []) or []:
         if (position + 1) % size == 0:
             runtime.actors.embed.send(run_id, position // size)
     ingest_finished(runtime, run_id, key, plan)
