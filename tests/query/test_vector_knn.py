@@ -43,16 +43,22 @@ def _doc(path: str, vecs: list[list[float]]) -> Document:
     return doc
 
 
+def vector_store(path: Path) -> Store:
+    """A new store at path with the test identity pinned and a vector writer that embeds nothing."""
+    store = Store(path)
+    with store.transaction() as conn:
+        vectors.install(conn, IDENTITY)
+    store.vector_hook = vectors.VectorWriter(reuse=False)
+    return store
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     """300 chunks: random unit vectors, a cluster of 10 close to QUERY, and a few exact duplicates."""
     rng = random.Random(7)
     path = tmp_path / "store" / "knowledge.db"
-    store = Store(path)
+    store = vector_store(path)
     try:
-        with store.transaction() as conn:
-            vectors.install(conn, IDENTITY)
-        store.vector_hook = vectors.VectorWriter(reuse=False)
         for d in range(20):
             vecs = [_random_unit(rng) for _ in range(15)]
             if d == 7:
@@ -184,11 +190,8 @@ def test_many_small_lists_still_give_the_exact_top_k_for_vectors_on_list_boundar
     rng = random.Random(3)
     centres = [_random_unit(rng) for _ in range(40)]
     path = tmp_path / "store" / "knowledge.db"
-    store = Store(path)
+    store = vector_store(path)
     try:
-        with store.transaction() as conn:
-            vectors.install(conn, IDENTITY)
-        store.vector_hook = vectors.VectorWriter(reuse=False)
         for d, centre in enumerate(centres):
             store.apply(_doc(f"docs/{d:02}.md", [_unit([x + rng.gauss(0, 0.08) for x in centre]) for _ in range(8)]))
         with store.transaction() as conn, pytest.MonkeyPatch.context() as patch:
