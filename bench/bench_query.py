@@ -256,11 +256,7 @@ def add_vectors(db_path: Path, seed: int, embed_url: str | None = None, vectors_
         conn.executemany(f"INSERT INTO {schema.VECTORS}(chunk_id, embedding) VALUES (?, ?)", batch)
         stored_n += len(batch)
         print(f"stored {stored_n} vectors in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        started = time.perf_counter()
-        vector_codes.install(conn, DIMENSION)
-        conn.execute("COMMIT")
-        print(f"built the companions in {time.perf_counter() - started:.1f} s: {vector_codes.state(conn)}",
-              file=sys.stderr)
+        install_codes(conn, "built the companions")
     finally:
         conn.close()
 
@@ -370,6 +366,14 @@ def measure_knn(base: Path, query_vectors: list[list[float]], recall_k: int = KN
     return out
 
 
+def install_codes(conn: Any, what: str) -> None:
+    """Train and file the store's vector codes in the open transaction, commit, and say how long it took."""
+    started = time.perf_counter()
+    vector_codes.install(conn, DIMENSION)
+    conn.execute("COMMIT")
+    print(f"{what} in {time.perf_counter() - started:.1f} s: {vector_codes.state(conn)}", file=sys.stderr)
+
+
 def retrain(base: Path, clusters: int) -> None:
     """Rebuild the store's companions with `clusters` lists (for a density-matched recall estimate)."""
     conn = db.open_writer(base / "knowledge" / "default" / "knowledge.db")
@@ -379,12 +383,8 @@ def retrain(base: Path, clusters: int) -> None:
             return
         vector_codes.LIST_SIZE = max(1, total // clusters)
         vector_codes.MAX_CLUSTERS = clusters  # a store whose vector file covers part of its chunks counts them all
-        started = time.perf_counter()
         conn.execute("BEGIN IMMEDIATE")
-        vector_codes.install(conn, DIMENSION)
-        conn.execute("COMMIT")
-        print(f"retrained into {vector_codes.state(conn).clusters} lists in {time.perf_counter() - started:.1f} s",
-              file=sys.stderr)
+        install_codes(conn, "retrained")
     finally:
         conn.close()
 
