@@ -182,15 +182,24 @@ def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_
 @cli.command("rm")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--prefix", is_flag=True, help="Treat every PATH as a directory: remove everything indexed under it.")
+@click.option("--force", is_flag=True, help="Remove even a whole root or past knowledge.rm_max_percent.")
 @pass_context
-def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool) -> None:
+def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) -> None:
     """Remove documents by path (as `sources` lists it, or as a path from here); a directory removes its subtree."""
     from query.listing import removal_targets
     from workers.maintenance import remove_documents
 
+    for position, given in enumerate(paths, 1):
+        if not given.strip():
+            raise UsageError(
+                f"knowledge rm: argument {position} is empty (an unset variable, as in `knowledge rm \"$DOC\"`, "
+                "reads as nothing); name the document or directory to remove"
+            )
     settings = prologue(obj, False)
     targets = removal_targets(settings, paths, prefix)
     wanted = [p for stored, _ in targets.values() for p in stored]
+    if not force:
+        _refuse_a_sweeping_removal(settings, wanted, any(subtree for _, subtree in targets.values()))
     removed = set(remove_documents(settings, wanted)) if wanted else set()
     missed = False
     for given, (stored, subtree) in targets.items():
@@ -202,6 +211,27 @@ def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool) -> None:
             click.echo(f"{'removed' if gone else 'not indexed'}: {clean(stored[0] if stored else given)}")
     if missed:
         sys.exit(EXIT_FAILURE)
+
+
+def _refuse_a_sweeping_removal(settings: Settings, wanted: list[str], subtree: bool) -> None:
+    """UsageError when a removal without --force takes a whole root or more than rm_max_percent of the store.
+
+    One document named exactly is never sweeping: the rule guards directories and long lists.
+    """
+    from query.listing import removal_scale
+
+    if len(wanted) < 2 and not subtree:
+        return
+    total, whole_roots = removal_scale(settings, wanted)
+    share = 100 * len(wanted) / total if total else 0.0
+    if not whole_roots and share <= settings.rm_max_percent:
+        return
+    why = (f"every document of the root {', '.join(clean(r) for r in whole_roots)}" if whole_roots
+           else f"more than knowledge.rm_max_percent ({settings.rm_max_percent}%) of the store")
+    raise UsageError(
+        f"knowledge rm would remove {len(wanted)} of {total} documents ({why}); nothing was removed. "
+        "Add --force to remove them"
+    )
 
 
 @cli.command("reset")

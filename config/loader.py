@@ -241,6 +241,8 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         raise ConfigError(f"{where}: knowledge.top_k must be between 1 and 20, got {settings.top_k}")
     if settings.max_injected_tokens < 1:
         raise ConfigError(f"{where}: knowledge.max_injected_tokens must be at least 1")
+    if not 0 <= settings.rm_max_percent <= 100:
+        raise ConfigError(f"{where}: knowledge.rm_max_percent must be between 0 and 100, got {settings.rm_max_percent}")
     if settings.workers < 1 or settings.batch_files < 1:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
     for i, entry in enumerate(settings.paths):

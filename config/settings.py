@@ -109,6 +109,10 @@ class Settings:
     max_injected_tokens: int = field(
         default=6000, metadata=_help("Tool text budget in tokens (x4 characters).")
     )
+    rm_max_percent: int = field(
+        default=50, metadata=_help("Largest share of the store's documents (percent) `knowledge rm` removes without "
+                                   "--force; a whole root always needs --force.")
+    )
     workers: int = field(default=2, metadata=_help("Ingest worker threads of the embedded default."))
     batch_files: int = field(default=32, metadata=_help("Files carried by one ingest message."))
     broker: BrokerSettings | None = field(default=None, metadata=_help("Redis broker; absent = embedded."))

@@ -39,6 +39,24 @@ def stats_answer(settings: Settings, reader: Reader) -> dict[str, Any]:
     return {"status": STATUS_OK, "note": None, **reader.stats(), "tier": tier_line(settings)}
 
 
+def removal_scale(settings: Settings, paths: list[str]) -> tuple[int, list[str]]:
+    """(documents in the store, the roots every one of whose documents is among paths): how much a removal takes."""
+    reader = open_reader(settings)
+    if reader is None:
+        return 0, []
+    with reader:
+        per_root = dict(reader.conn.execute("SELECT root, count(*) FROM documents GROUP BY root").fetchall())
+        taken: dict[str, int] = {}
+        for start in range(0, len(paths), 500):
+            part = paths[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for root, count in reader.conn.execute(
+                    f"SELECT root, count(*) FROM documents WHERE path IN ({marks}) GROUP BY root", part):
+                taken[str(root)] = taken.get(str(root), 0) + int(count)
+    whole = sorted(root for root, count in taken.items() if count == per_root.get(root))
+    return sum(int(c) for c in per_root.values()), whole
+
+
 def removal_targets(settings: Settings, paths: tuple[str, ...], prefix: bool) -> dict[str, tuple[list[str], bool]]:
     """Each argument with the stored paths it names and whether it named a subtree: a document as stored,
     or as spelled from here; else (or with --prefix) a directory, every document under it."""

@@ -63,16 +63,52 @@ def test_rm_takes_a_directory_or_a_prefix_and_any_spelling(workdir: Path, run_cl
     write_tree(workdir, {"docs/api/a.md": "# A\n\nalpha\n", "docs/api/b.md": "# B\n\nbeta\n",
                          "docs/c.md": "# C\n\ngamma\n"})
     assert run_cli("index", "docs")[0] == 0
-    code, out, _ = run_cli("rm", "docs/api")
+    code, out, _ = run_cli("rm", "docs/api", "--force")  # 2 of 3 documents: past the default 50%
     assert code == 0 and "removed 2 documents under docs/api" in out
     assert _sources(run_cli) == ["docs/c.md"]
     code, out, _ = run_cli("rm", str(workdir / "docs/c.md"))
     assert code == 0 and "removed: docs/c.md" in out
     assert run_cli("index", "docs")[0] == 0
-    code, out, _ = run_cli("rm", "--prefix", "docs")
+    code, out, _ = run_cli("rm", "--prefix", "docs", "--force")
     assert code == 0 and "removed 3 documents under docs" in out and _sources(run_cli) == []
     code, out, _ = run_cli("rm", "docs/nothing.md")
     assert code == 1 and "not indexed: docs/nothing.md" in out
+
+
+def test_an_empty_rm_argument_is_a_usage_error_and_removes_nothing(workdir: Path, run_cli: RunCli) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nalpha\n", "docs/b.md": "# B\n\nbeta\n"})
+    assert run_cli("index", "docs")[0] == 0
+    os.chdir(workdir / "docs")  # "" read as the working directory would be every document
+    for empty in ("", "  ", "\t"):
+        code, _, err = run_cli("rm", empty)
+        assert code == 2 and "argument 1 is empty" in err and "unset variable" in err, (empty, err)
+    code, _, err = run_cli("rm", "a.md", "")
+    assert code == 2 and "argument 2 is empty" in err
+    os.chdir(workdir)
+    assert _sources(run_cli) == ["docs/a.md", "docs/b.md"]
+
+
+def test_rm_of_a_whole_root_or_most_of_the_store_needs_force_and_says_how_many(workdir: Path, run_cli: RunCli) -> None:
+    write_tree(workdir, {"knowledge.yaml": "knowledge:\n  paths: [docs, notes]\n",
+                         **{f"docs/d{i}.md": f"# D{i}\n\nword{i}\n" for i in range(4)},
+                         **{f"notes/n{i}.md": f"# N{i}\n\nnote{i}\n" for i in range(6)}})
+    assert run_cli("index")[0] == 0
+    code, _, err = run_cli("rm", "docs")  # 4 of 10, but every document of a root
+    assert code == 2 and "would remove 4 of 10 documents" in err and "every document of the root docs" in err
+    assert "--force" in err and len(_sources(run_cli)) == 10
+    code, _, err = run_cli("rm", *[f"notes/n{i}.md" for i in range(5)], "docs/d0.md")  # 6 of 10 > 50%
+    assert code == 2 and "would remove 6 of 10 documents" in err and "rm_max_percent (50%)" in err
+    code, out, _ = run_cli("rm", "notes/n0.md", "notes/n1.md", "docs/d0.md")  # 3 of 10: no --force needed
+    assert code == 0 and len(_sources(run_cli)) == 7
+    code, out, _ = run_cli("rm", "docs", "--force")
+    assert code == 0 and "removed 3 documents under docs" in out and len(_sources(run_cli)) == 4
+    (workdir / "knowledge.yaml").write_text("knowledge:\n  paths: [docs, notes]\n  rm_max_percent: 100\n")
+    code, out, _ = run_cli("rm", "notes/n2.md", "notes/n3.md")  # half of notes, not the whole root
+    assert code == 0 and _sources(run_cli) == ["notes/n4.md", "notes/n5.md"]
+    code, _, err = run_cli("rm", "notes/n4.md", "notes/n5.md")  # the whole root, whatever the share
+    assert code == 2 and "every document of the root notes" in err
+    code, out, _ = run_cli("rm", "notes/n4.md")  # one document named exactly: never sweeping
+    assert code == 0 and "removed: notes/n4.md" in out
 
 
 def test_include_and_exclude_globs_shape_the_walk(workdir: Path, run_cli: RunCli) -> None:

@@ -104,7 +104,7 @@ def test_reset_keeps_an_empty_store_and_says_what_it_removed(indexed: Path, run_
 
 def test_rm_of_most_documents_gives_the_space_back_and_vacuum_still_runs(indexed: Path, run_cli: RunCli) -> None:
     before = indexed.stat().st_size
-    assert run_cli("rm", *[f"docs/d{i}.md" for i in range(36)])[0] == 0
+    assert run_cli("rm", *[f"docs/d{i}.md" for i in range(36)], "--force")[0] == 0
     assert indexed.stat().st_size < before / 2
     code, out, _ = run_cli("vacuum")
     assert code == 0 and out.splitlines()[-1].startswith("vacuum:")
