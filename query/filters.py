@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from config.errors import QueryError
 from pipeline.db import Connection
-from pipeline.globs import translate
+from pipeline.globs import Glob, GlobError
 from pipeline.paths import under
 
 _GLOB_CHARS = ("*", "?")
@@ -49,7 +49,10 @@ class Filter:
     def of(cls, paths: Sequence[str] | str | None = (), roots: Sequence[str] | str | None = (),
            where: Sequence[str] | str | None = ()) -> Filter:
         """A filter from surface values: one string or a list of each; QueryError for a bad condition."""
-        return cls(_strings(paths), _strings(roots), parse_where(_strings(where)))
+        found = cls(_strings(paths), _strings(roots), parse_where(_strings(where)))
+        for path in found.paths:
+            _path_matcher(path)  # a glob past the bounds is a QueryError here, before any work
+        return found
 
     @property
     def active(self) -> bool:
@@ -107,8 +110,11 @@ def _strings(value: Sequence[str] | str | None) -> tuple[str, ...]:
 
 def _path_matcher(given: str) -> PathMatcher:
     if any(c in given for c in _GLOB_CHARS):
-        pattern, _ = translate(given)
-        return lambda path: pattern.match(path) is not None
+        try:
+            glob = Glob.compile(given)
+        except GlobError as exc:
+            raise QueryError(f"path filter {given[:60]!r}: {exc}") from None
+        return glob.matches
     directory = given.rstrip("/") or "/"
     return lambda path: under(path, directory)
 

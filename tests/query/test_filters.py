@@ -133,3 +133,18 @@ def test_cjk_queries_are_filtered_too(tmp_path: Path) -> None:
         found = search(settings, text, 10, filters=Filter.of(roots="zh"))
         assert {h.path for h in found.hits} == {f"zh/{i}.md" for i in range(3)}, text
         assert len(search(settings, text, 10).hits) == 6
+
+
+@pytest.mark.timeout(60)
+def test_a_hostile_path_glob_over_http_answers_at_once_and_one_past_the_bounds_is_a_query_error(store: Path) -> None:
+    settings = store_settings(store.parent.parent, expose={"mcp": {"builtins": BOTH}})
+    hostile = "**/*a*a*/**/*a*a*/**/*a*a*/**/*a*a*/**/*a*a*/**/*a*a*/b"  # hours as a backtracking regex
+    with Running(build_app(settings, "127.0.0.1", TOKEN, warn=lambda m: None)) as url:
+        for _ in range(3):
+            found = httpx_get(url, "/v1/search", [("q", "token"), ("path", hostile)])
+            assert found["status"] == "ok" and found["results"] == []
+        matched = httpx_get(url, "/v1/match", [("q", "token"), ("path", hostile)])
+        assert matched["matched"] == 0
+        too_long = httpx_get(url, "/v1/search", [("q", "token"), ("path", "docs/" + "*" * 600)])
+        assert too_long["status"] == "query_error" and "at most 512 characters" in too_long["note"]
+        assert get(url, "/healthz", AUTH).status_code == 200
