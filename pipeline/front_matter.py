@@ -7,6 +7,12 @@ something other than a mapping, is left in the text (indexed as text, never lost
 with its reason. A block that is opened but never closed is not front matter at all: the text is
 indexed as written, with no report.
 
+A block is bounded before anything is built from it, since a tree's files are written by anyone: at
+most MAX_BLOCK_CHARS characters, MAX_DEPTH levels of nesting, and MAX_VALUES values with every
+YAML alias expanded (a 381-byte "billion laughs" block would otherwise grow without bound); a
+recursive alias (`a: &a [*a]`) is refused by name. Non-finite numbers (`.nan`, `.inf`) are kept as
+their text, so the fields are always valid JSON.
+
 filter_values() states the fields as the (key, value) pairs an equality filter compares: a scalar
 as its text (booleans lower-case, as YAML and TOML write them), a list as one pair per scalar item.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -24,6 +31,11 @@ import yaml
 
 JSONValue = str | int | float | bool | None | list["JSONValue"] | dict[str, "JSONValue"]
 
+MAX_BLOCK_CHARS = 1024 * 1024
+MAX_DEPTH = 32
+MAX_VALUES = 100_000
+
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML has it
 _FENCES = {"---": "yaml", "+++": "toml"}
 _CLOSE = {"yaml": re.compile(r"^(?:---|\.\.\.)[ \t]*$"), "toml": re.compile(r"^\+\+\+[ \t]*$")}
 
@@ -66,20 +78,18 @@ def split(text: str) -> FrontMatter:
 
 
 def _parse(kind: str, block: str) -> dict[str, JSONValue]:
-    """The block's mapping; ValueError naming why it is not one."""
+    """The block's mapping; ValueError naming why it is not one (or why it was refused)."""
+    if len(block) > MAX_BLOCK_CHARS:
+        raise ValueError(f"the block has {len(block):,} characters, more than the {MAX_BLOCK_CHARS:,} read")
     if kind == "toml":
         try:
             loaded: object = tomllib.loads(block)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(str(exc)) from None
+        except RecursionError:
+            raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep") from None
     else:
-        try:
-            loaded = yaml.safe_load(block) if block.strip() else {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            problem = getattr(exc, "problem", None) or type(exc).__name__
-            where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark is not None else ""
-            raise ValueError(f"{problem}{where}") from None
+        loaded = _load_yaml(block) if block.strip() else {}
     if loaded is None:
         return {}
     if not isinstance(loaded, Mapping):
@@ -87,8 +97,59 @@ def _parse(kind: str, block: str) -> dict[str, JSONValue]:
     return {str(k): _plain(v) for k, v in loaded.items()}
 
 
+def _load_yaml(block: str) -> object:
+    """safe_load within the bounds: nesting checked on the event stream, aliases expanded on the node graph."""
+    loader = _LOADER(block)
+    try:
+        depth = 0
+        for event in yaml.parse(block, Loader=_LOADER):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, {}, set())
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{problem}{where}") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, seen: dict[int, tuple[int, int]], path: set[int]) -> tuple[int, int]:
+    """(values, levels) the node stands for once every alias is expanded; ValueError past the bounds or on a cycle."""
+    key = id(node)
+    if key in seen:
+        return seen[key]
+    if key in path:
+        raise ValueError("a YAML alias refers to the value that contains it (a recursive alias)")
+    size, height = 1, 1
+    if isinstance(node, yaml.CollectionNode):
+        path.add(key)
+        children = node.value if isinstance(node, yaml.SequenceNode) else [c for pair in node.value for c in pair]
+        for child in children:
+            values, levels = _expanded_size(child, seen, path)
+            size, height = size + values, max(height, levels + 1)
+            if size > MAX_VALUES:
+                raise ValueError(f"its aliases expand to more than {MAX_VALUES:,} values")
+            if height > MAX_DEPTH + 1:
+                raise ValueError(f"its aliases nest more than {MAX_DEPTH} levels deep")
+        path.discard(key)
+    seen[key] = (size, height)
+    return size, height
+
+
 def _plain(value: object) -> JSONValue:
     """A parsed value as JSON can hold it: dates and times as ISO text, other objects as text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
     if value is None or isinstance(value, str | bool | int | float):
         return value
     if isinstance(value, datetime.date | datetime.time):
@@ -111,14 +172,14 @@ def scalar_text(value: JSONValue) -> str | None:
 
 def filter_values(fields: Mapping[str, JSONValue]) -> list[tuple[str, str]]:
     """(key, value) pairs to store for equality filters: scalars, and each scalar item of a list."""
-    pairs: list[tuple[str, str]] = []
+    pairs: dict[tuple[str, str], None] = {}  # ordered and de-duplicated in linear time
     for key, value in fields.items():
         items = value if isinstance(value, list) else [value]
         for item in items:
             text = scalar_text(item)
-            if text is not None and (key, text) not in pairs:
-                pairs.append((key, text))
-    return pairs
+            if text is not None:
+                pairs[(key, text)] = None
+    return list(pairs)
 
 
 def to_json(fields: Mapping[str, JSONValue]) -> str | None:

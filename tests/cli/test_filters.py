@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipeline import db
 from tests.conftest import write_tree
 
@@ -116,3 +118,42 @@ def test_the_next_index_migrates_a_format_2_store_and_reads_its_front_matter_fil
     assert search_json(run_cli, "alice")["results"] == []
     assert {r["path"] for r in search_json(run_cli, "token", "--where", "owner=alice")["results"]} == {
         "docs/api/auth.md"}
+
+
+LAUGHS = "---\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(c + 1)}: &{chr(c + 1)} [{', '.join([f'*{chr(c)}'] * 9)}]\n" for c in range(ord("a"), ord("i"))
+) + "---\n# Laughs\n\nThe laughing section body.\n"
+HOSTILE = {
+    "docs/laughs.md": LAUGHS,  # 9^9 values once expanded
+    "docs/recursive.md": "---\na: &a [*a]\n---\n# Recursive\n\nThe recursive section body.\n",
+    "docs/deep.md": "---\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n# Deep\n\nThe deep section body.\n",
+    "docs/tags.md": "---\ntags: [" + ", ".join(f"t{i % 25000}" for i in range(50_000)) + "]\n---\n# Tags\n\nMany.\n",
+    "docs/nan.md": "---\nweight: .nan\nlimit: .inf\nfloor: -.inf\n---\n# Numbers\n\nNot a number.\n",
+}
+
+
+@pytest.mark.timeout(120)
+def test_hostile_front_matter_is_refused_within_bounds_indexed_as_text_and_json_stays_valid(workdir: Path,
+                                                                                           run_cli) -> None:
+    write_tree(workdir, HOSTILE)
+    code, out, err = run_cli("index", "docs")
+    assert code == 0, out + err
+    assert "indexed: added=5" in out
+    reasons = {line.split(":")[1].strip(): line for line in out.splitlines() if line.startswith("  skipped: ")}
+    assert "aliases expand to more than 100,000 values" in reasons["docs/laughs.md"]
+    assert "recursive alias" in reasons["docs/recursive.md"]
+    assert "nest" in reasons["docs/deep.md"]  # past 32 levels (or libyaml's own limit of 1,000)
+    assert set(reasons) == {"docs/laughs.md", "docs/recursive.md", "docs/deep.md"}
+    for word, path in (("laughing", "docs/laughs.md"), ("recursive", "docs/recursive.md"), ("deep", "docs/deep.md")):
+        assert [r["path"] for r in search_json(run_cli, word)["results"]] == [path]  # never lost: indexed as text
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"invalid JSON constant {constant}")
+
+    code, out, _ = run_cli("sources", "--json")
+    sources = {s["path"]: s for s in json.loads(out, parse_constant=refuse)["documents"]}
+    assert sources["docs/nan.md"]["fields"] == {"weight": "nan", "limit": "inf", "floor": "-inf"}
+    assert len(sources["docs/tags.md"]["fields"]["tags"]) == 50_000
+    code, out, _ = run_cli("match", "many", "--where", "tags=t24999", "--json")
+    assert code == 0 and json.loads(out)["matched"] == 1
+    assert run_cli("check")[0] == 0

@@ -100,3 +100,35 @@ def test_format_1_passes_through_2_to_3(tmp_path: Path) -> None:
     assert schema.format_version(store.conn) == schema.FORMAT_VERSION
     assert [r[0] for r in store.conn.execute("SELECT path FROM documents")] == ["docs/plain.md"]
     store.close()
+
+
+@pytest.mark.parametrize(("block", "reason"), [
+    ("a: &a [x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+     "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+     "f: [*e, *e, *e, *e]\n",
+     "expand to more than 100,000 values"),
+    ("a: &a [*a]\n", "recursive alias"),
+    ("a: &a {k: *a}\n", "recursive alias"),
+    ("x: " + "[" * 40 + "]" * 40 + "\n", "nested more than 32 levels deep"),
+    ("a: &a [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]\nb: [[[[[[[[[[[[[[[[*a]]]]]]]]]]]]]]]]\n",
+     "aliases nest more than 32 levels deep"),
+    ("x: '" + "y" * (1024 * 1024) + "'\n", "more than the 1,048,576 read"),
+])
+def test_a_yaml_block_past_the_bounds_is_refused_by_name_and_kept_as_text(block: str, reason: str) -> None:
+    text = f"---\n{block}---\nBody.\n"
+    matter = split(text)
+    assert matter.error is not None and reason in matter.error and "indexed as text" in matter.error
+    assert matter.body == text and matter.fields == {}
+
+
+def test_a_deep_toml_block_is_refused_not_a_recursion_error() -> None:
+    matter = split("+++\nx = " + "[" * 5000 + "]" * 5000 + "\n+++\nBody.\n")
+    assert matter.error is not None and "TOML front matter not parsed" in matter.error
+
+
+def test_shared_aliases_within_the_bounds_parse_and_non_finite_numbers_are_text() -> None:
+    matter = split("---\nbase: &b {owner: alice}\nx: *b\ny: *b\nw: .nan\nv: [-.inf, 1.5]\n---\nBody.\n")
+    assert matter.error is None
+    assert matter.fields == {"base": {"owner": "alice"}, "x": {"owner": "alice"}, "y": {"owner": "alice"},
+                             "w": "nan", "v": ["-inf", 1.5]}
+    assert filter_values({"tags": ["a", "b", "a"] * 3, "k": "a"}) == [("tags", "a"), ("tags", "b"), ("k", "a")]
