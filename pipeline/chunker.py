@@ -45,7 +45,30 @@ def parse_heading(line: str) -> tuple[int, str] | None:
     if match is None or match.group(2) is None:
         return None
     text = _CLOSING_HASHES.sub("", match.group(2)).strip()
-    return len(match.group(1)), text
+    return len(match.group(1)), _without_inline_html(text)
+
+
+# Inline HTML a heading carries (`<a href=.. target="_blank">WebSockets</a>`, `<abbr>`, `<code>`): the tags
+# go, their text stays, as a browser shows the heading. Only these element names, and never inside a code
+# span, so `Vec<T>` and `` `Option<u8>` `` keep their angle brackets.
+_INLINE_TAG = re.compile(
+    r"</?(?:a|abbr|b|big|br|cite|code|del|dfn|em|font|i|img|ins|kbd|mark|q|s|samp|small|span|strike|strong|"
+    r"sub|sup|time|tt|u|var)(?:\s[^<>]*)?/?>",
+    re.IGNORECASE,
+)
+_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+
+
+def _without_inline_html(text: str) -> str:
+    """A heading's text with inline HTML tags removed outside code spans, spaces collapsed."""
+    if "<" not in text:
+        return text
+    out, pos = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_INLINE_TAG.sub("", text[pos:span.start()]), span.group(0)]
+        pos = span.end()
+    out.append(_INLINE_TAG.sub("", text[pos:]))
+    return " ".join("".join(out).split())
 
 
 def _blocks(lines: list[str]) -> list[tuple[str, tuple[int, str] | str]]:

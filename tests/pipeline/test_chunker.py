@@ -137,3 +137,13 @@ def test_a_headings_only_page_becomes_one_section_of_its_headings() -> None:
 def test_a_bare_hash_line_is_text_not_a_heading() -> None:
     chunked = chunk_text("# Title\n\nbefore\n#\nafter\n")
     assert [c.body for c in chunked.chunks] == ["before\n#\nafter"]
+
+
+def test_a_headings_inline_html_is_stripped_to_its_text_outside_code_spans() -> None:
+    assert parse_heading('## Use <a href="https://x.example" target="_blank">WebSockets</a> here') == \
+        (2, "Use WebSockets here")
+    assert parse_heading("# The <abbr title='Cross-Origin'>CORS</abbr> middleware <br/>") == (1, "The CORS middleware")
+    assert parse_heading("### `Option<a>` and Vec<T>") == (3, "`Option<a>` and Vec<T>")
+    assert parse_heading("## <span class=x>`<code>`</span> tags") == (2, "`<code>` tags")
+    chunks = chunk_text('# Guide\n\n## Run <a href="r.md" target="_blank">it</a>\n\nBody.\n').chunks
+    assert [c.heading_path for c in chunks] == ["Guide > Run it"]
