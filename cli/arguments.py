@@ -2,8 +2,9 @@
 
 - A command whose last argument is a free-text QUERY takes its words unquoted (`knowledge search
   background tasks`), and once the query has started a `-word` is a word of the query (an
-  exclusion), not an option: `knowledge match api -deprecated` works as written. Known long
-  options (`--json`) stay options wherever they appear; `--` still ends the options.
+  exclusion), not an option: `knowledge match api -deprecated` works as written, and so does a
+  `--word` that is no option of the command (`knowledge search fastapi run --workers 4`). The
+  command's own options (`--json`) stay options wherever they appear; `--` still ends the options.
 - The global options (`--config`, `--store-dir`) are accepted after the sub-command too.
 """
 
@@ -69,8 +70,8 @@ def split_query(args: Sequence[str], value_options: set[str], flag_options: set[
             options += taken
             i += len(taken)
             continue
-        if token.split("=", 1)[0] in flag_options or token.startswith("--") or token == "-h":
-            options.append(token)  # long options are options wherever they appear; click names unknown ones
+        if token.split("=", 1)[0] in flag_options or token == "-h":
+            options.append(token)  # the command's options wherever they appear
         elif token.startswith("-") and len(token) > 1 and not words:
             raise LeadingDash(token)
         else:

@@ -160,6 +160,20 @@ def test_a_query_takes_its_words_unquoted_and_a_dash_word_once_it_has_started(wo
 def test_a_query_that_starts_with_a_dash_gets_a_hint_naming_the_double_dash(workdir: Path, run_cli) -> None:
     code, _, err = run_cli("search", "-deprecated")
     assert code == 2 and "knowledge search -- -deprecated" in err
+    code, _, err = run_cli("search", "--workers", "fastapi")
+    assert code == 2 and "No such option '--workers'" in err and "knowledge search -- --workers" in err
+
+
+def test_a_double_dash_word_that_is_no_option_is_a_query_word_once_the_query_started(workdir: Path,
+                                                                                      run_cli) -> None:
+    write_tree(workdir, {"docs/run.md": "# Run\n\nfastapi run --workers 4 starts four workers\n",
+                         "docs/other.md": "# Other\n\nfastapi is a framework\n"})
+    assert run_cli("index", "docs")[0] == 0
+    code, out, err = run_cli("search", "fastapi", "run", "--workers", "4", "--json")
+    assert code == 0, err
+    assert json.loads(out)["results"][0]["path"] == "docs/run.md"
+    code, out, _ = run_cli("search", "fastapi", "--top-k", "1", "--json")  # an option of the command stays one
+    assert code == 0 and len(json.loads(out)["results"]) == 1
 
 
 def test_global_options_are_accepted_after_the_sub_command(workdir: Path, run_cli) -> None:
