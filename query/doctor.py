@@ -1,9 +1,11 @@
 """knowledge doctor: check the store, SQLite, the configured paths and the embeddings server.
 
-Every check ends in one of four states. A check that could not run (no store yet, the server did
-not answer) says `not run` and why; it is never shown as passed. Only a failed check marked fatal
-(the store cannot be read, SQLite lacks FTS5, the embeddings server is configured but does not
-answer, the index's vectors were built with another identity) makes doctor exit non-zero.
+Every check ends in one of five states. A check that could not run (no store yet, the server did
+not answer) says `not run` and why; it is never shown as passed. A check that does not apply to
+this setup (the embeddings checks of a lexical-only config) says `not configured`: nothing to fix.
+Only a failed check marked fatal (the store cannot be read, SQLite lacks FTS5, the embeddings
+server is configured but does not answer, the index's vectors were built with another identity)
+makes doctor exit non-zero.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ OK = "ok"
 WARN = "warn"
 FAIL = "fail"
 NOT_RUN = "not run"
+NOT_CONFIGURED = "not configured"
 
 _PROBE_RETRY = RetryPolicy(attempts=2, initial_wait=0.2, max_wait=1.0)
 
@@ -166,7 +169,7 @@ def _embeddings(settings: Settings, meta: dict[str, str] | None, environ: Mappin
     emb = settings.embeddings
     names = ("embeddings", "model", "dimension", "normalized", "manifest")
     if emb is None:
-        return [Check(n, NOT_RUN, "no embeddings configured: lexical tier only") for n in names]
+        return [Check(n, NOT_CONFIGURED, "no embeddings configured: lexical tier only") for n in names]
     probe: Probe | None = None
     try:
         with EmbeddingsClient(emb, environ=environ, retry=_PROBE_RETRY) as client:

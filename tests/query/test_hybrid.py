@@ -189,10 +189,19 @@ def test_doctor_without_embeddings_or_index_shows_not_run_and_exits_zero(workdir
     code, out, _ = run_cli("doctor", "--json")
     checks = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
     assert code == 0
-    assert checks["embeddings"] == "not run" and checks["manifest"] == "not run" and checks["wal"] == "not run"
-    assert checks["store"] == "warn"
+    assert checks["embeddings"] == "not configured" and checks["manifest"] == "not configured"
+    assert checks["wal"] == "not run" and checks["store"] == "warn"
     code, out, _ = run_cli("doctor")
     assert code == 0 and "check(s) did not run (" in out.splitlines()[-1] and "wal" in out.splitlines()[-1]
+    assert "embeddings" not in out.splitlines()[-1]
+
+
+def test_a_healthy_lexical_only_doctor_says_nothing_did_not_run(workdir: Path, run_cli) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nalpha\n"})
+    assert run_cli("index", "docs")[0] == 0
+    code, out, _ = run_cli("doctor")
+    assert code == 0 and "did not run" not in out and out.splitlines()[-1] == "doctor: no fatal problem found"
+    assert any(line.split()[:3] == ["not", "configured", "embeddings"] for line in out.splitlines())
 
 
 def test_embeddings_configured_on_a_lexical_index_is_an_error_naming_the_fix(workdir: Path, server: EmbedServer,
