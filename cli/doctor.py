@@ -23,9 +23,8 @@ def doctor_command(obj: Context, as_json: bool) -> None:
     if as_json:
         echo_json({"ok": not fatal, "checks": [c.to_json() for c in checks]})
     else:
-        width = max(8, *(len(c.status) for c in checks))
         for check in checks:
-            click.echo(f"  {check.status:<{width}} {check.name:<11} {clean(check.detail)}")
+            click.echo(f"  {check.status:<8} {check.name:<11} {clean(check.detail)}")
         failures = [c for c in checks if c.status == FAIL]
         if fatal:
             click.echo(f"doctor: {sum(1 for c in failures if c.fatal)} fatal check(s) failed")

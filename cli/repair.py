@@ -10,6 +10,7 @@ from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_BUSY, EXIT_FAILURE
 from pipeline.integrity import (
     INDEX,
+    READ_ONLY,
     REBUILD,
     RESET,
     Report,
@@ -25,10 +26,12 @@ from query.terminal import clean
 def _print_report(report: Report) -> None:
     for step in report.steps:
         click.echo(f"  {step.status:<8} {step.name:<11} {clean(step.detail)}")
-    if report.ok and report.complete:
+    if report.ok:
         click.echo(f"check: ok: {report.db_path}")
-    elif report.ok:
-        click.echo("check: no damage found, but some checks did not run (a run holds the write lock)")
+    elif not report.damaged:
+        why = ("the store is on a read-only file system" if report.blocked == READ_ONLY
+               else "a run holds the write lock")
+        click.echo(f"check: not ok: no damage found, but some checks did not run ({why})")
     else:
         click.echo(f"check: damaged: {len(report.findings)} problem(s) in {report.db_path}")
         for repair in sorted({f.repair for f in report.findings}, key=[RESET, REBUILD, INDEX].index):
@@ -36,7 +39,8 @@ def _print_report(report: Report) -> None:
 
 
 def _exit(report: Report) -> None:
-    if not report.ok:
+    """1 for damage or a store that cannot be fully checked where it is (read-only); 75 while a run holds the lock."""
+    if report.damaged or (not report.complete and report.blocked == READ_ONLY):
         sys.exit(EXIT_FAILURE)
     if not report.complete:
         sys.exit(EXIT_BUSY)
@@ -50,7 +54,8 @@ def check_command(obj: Context, full: bool, as_json: bool) -> None:
     """Check the store for damage: the file, every FTS index against chunks, triggers, vectors.
 
     Exits 0 when the store is sound, 1 when something is damaged (the report names it and the
-    command that repairs it), 75 when a run held the write lock so the FTS cross-check could not run.
+    command that repairs it) or the store is on a read-only file system (the FTS cross-check writes),
+    75 when a run held the write lock so the FTS cross-check could not run.
     """
     settings = prologue(obj, as_json)
     report = check_store(settings.db_path, full)

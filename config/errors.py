@@ -54,6 +54,10 @@ class StoreDamaged(StoreError):
     """The store file or one of its indexes is damaged; `knowledge check` says where, `knowledge rebuild` repairs."""
 
 
+class StoreReadOnly(StoreError):
+    """The store's directory is on a read-only file system: reads work, writes cannot."""
+
+
 class StoreBusy(StoreError):
     """Another process holds the store's write lock."""
 

@@ -159,11 +159,23 @@ def open_writer(db_path: Path) -> Connection:
     return conn
 
 
+def on_read_only_file_system(path: Path) -> bool:
+    """Whether path (a file or directory) lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def connect_readonly(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Connection:
     """Open a raw read-only connection to the store; raise IndexNotBuilt when there is no file yet.
 
     temp_ddl (pipeline.schema.READER_TEMP_DDL for a query Reader) runs before the connection turns
     query-only: objects in the temp schema that live only as long as this connection.
+
+    On a read-only file system (a disk remounted read-only after errors) a WAL store without its
+    -shm file cannot be opened the usual way; nothing can change it there, so it is opened
+    immutable: the content as of its last checkpoint, which is all of it after a clean close.
     """
     refuse_symlink(db_path.parent)
     refuse_symlink(db_path)
@@ -171,8 +183,10 @@ def connect_readonly(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Connectio
         raise IndexNotBuilt.at(db_path)
     for side in SIDECARS:
         refuse_symlink(Path(f"{db_path}{side}"))
+    immutable = "&immutable=1" if on_read_only_file_system(db_path) else ""
     try:
-        conn = sqlite.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False, factory=Connection)
+        conn = sqlite.connect(f"file:{db_path}?mode=ro{immutable}", uri=True, check_same_thread=False,
+                              factory=Connection)
         _load_extensions(conn)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         for statement in temp_ddl:

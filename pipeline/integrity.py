@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from config.errors import IndexNotBuilt, StoreDamaged, StoreError
+from config.errors import IndexNotBuilt, StoreDamaged, StoreError, StoreReadOnly
 from pipeline import db, schema, vectors
 from pipeline.db import Connection
 from pipeline.lock import WriteLock
@@ -29,6 +29,13 @@ from pipeline.lock import WriteLock
 OK = "ok"
 DAMAGED = "damaged"
 NOT_RUN = "not run"
+BUSY = "busy"
+READ_ONLY = "read-only"
+_NOT_RUN_WHY = {
+    BUSY: "a run holds the write lock; run `knowledge check` when it ends",
+    READ_ONLY: "the store is on a read-only file system, and this cross-check writes (and rolls back); "
+               "remount it read-write to run it",
+}
 
 REBUILD = "knowledge rebuild"
 INDEX = "knowledge index"
@@ -81,11 +88,17 @@ class Report:
     full: bool
     steps: list[Step] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    blocked: str | None = None  # why the FTS cross-check could not write: BUSY or READ_ONLY
 
     @property
     def ok(self) -> bool:
-        """True when nothing is damaged (a check that could not run is not a pass: see complete)."""
-        return not self.findings
+        """True when every check ran and nothing is damaged (a check that could not run is never a pass)."""
+        return not self.findings and self.complete
+
+    @property
+    def damaged(self) -> bool:
+        """True when a check found damage."""
+        return bool(self.findings)
 
     @property
     def complete(self) -> bool:
@@ -103,6 +116,7 @@ class Report:
             "store": str(self.db_path),
             "ok": self.ok,
             "complete": self.complete,
+            "blocked": self.blocked if not self.complete else None,
             "full": self.full,
             "checks": [asdict(s) for s in self.steps],
             "findings": [f.to_json() for f in self.findings],
@@ -145,14 +159,16 @@ def check_store(db_path: Path, full: bool = False) -> Report:
     if not db_path.is_file() and not db_path.is_symlink():
         raise IndexNotBuilt.at(db_path)
     lock = WriteLock(db_path.parent)
+    blocked: str | None = None
     try:
         lock.acquire("knowledge check")
-        held = True
+    except StoreReadOnly:
+        blocked = READ_ONLY
     except (StoreError, OSError):  # busy, or a directory this user cannot write: check read-only
-        held = False
+        blocked = BUSY
     try:
-        with _connection(db_path, held) as conn:
-            return check(conn, db_path, full, writable=held)
+        with _connection(db_path, blocked is None) as conn:
+            return check(conn, db_path, full, writable=blocked is None, blocked=blocked)
     except StoreDamaged as exc:
         report = Report(db_path, full)
         report._step("file", [Finding("file", str(db_path), f"does not open: {exc.__cause__ or exc}", RESET)], "")
@@ -170,9 +186,10 @@ def _connection(db_path: Path, writable: bool) -> Iterator[Connection]:
         conn.close()
 
 
-def check(conn: Connection, db_path: Path, full: bool = False, writable: bool = False) -> Report:
-    """Run every check on an open connection (writable: the FTS cross-check runs too)."""
-    report = Report(db_path, full)
+def check(conn: Connection, db_path: Path, full: bool = False, writable: bool = False,
+          blocked: str | None = None) -> Report:
+    """Run every check on an open connection (writable: the FTS cross-check runs too; blocked: why it cannot)."""
+    report = Report(db_path, full, blocked=blocked if not writable else None)
     steps: list[tuple[str, Callable[[Connection], tuple[list[Finding], str]]]] = [
         ("file", lambda c: _file(c, full)),
         ("schema", _schema),
@@ -192,7 +209,7 @@ def check(conn: Connection, db_path: Path, full: bool = False, writable: bool = 
             repair = RESET if name in ("file", "schema", "chunks") else REBUILD
             found, passed = [Finding(name, str(db_path) if repair == RESET else name, str(exc), repair)], ""
         if passed == NOT_RUN:
-            report.steps.append(Step(name, NOT_RUN, "a run holds the write lock; run `knowledge check` when it ends"))
+            report.steps.append(Step(name, NOT_RUN, _NOT_RUN_WHY[report.blocked or BUSY]))
             continue
         report._step(name, found, passed)
         if any(f.repair == RESET for f in found):

@@ -6,14 +6,15 @@ wedges later runs.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from config.errors import IndexNotBuilt, StoreBusy
-from pipeline.db import ensure_store_dir, refuse_symlink
+from config.errors import IndexNotBuilt, StoreBusy, StoreError, StoreReadOnly
+from pipeline.db import ensure_store_dir, on_read_only_file_system, refuse_symlink
 
 LOCK_NAME = "write.lock"
 WATCH_LOCK_NAME = "watch.lock"  # held by `knowledge watch`: one watcher per store, in either shape
@@ -32,7 +33,16 @@ class WriteLock:
         """Take the lock without waiting."""
         ensure_store_dir(self.path.parent)
         refuse_symlink(self.path)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.EROFS or on_read_only_file_system(self.path.parent):
+                raise StoreReadOnly(
+                    f"the store {self.path.parent} is on a read-only file system, so `{holder}` cannot write it; "
+                    "remount it read-write (check the disk first: a kernel remounts a failing one read-only). "
+                    "search, match, show and check still read it"
+                ) from None
+            raise StoreError(f"cannot open the store's lock file {self.path}: {exc.strerror}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

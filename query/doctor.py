@@ -137,11 +137,13 @@ def _integrity(settings: Settings) -> Check:
         report = integrity.check_store(settings.db_path)
     except KnowledgeError as exc:
         return Check("integrity", FAIL, str(exc), True)
-    if not report.ok:
+    if report.damaged:
         what = "; ".join(f"{f.where}: {f.problem}" for f in report.findings[:3])
         return Check("integrity", FAIL, f"{what}; run `knowledge check` to see where and what repairs it", True)
     if not report.complete:
-        return Check("integrity", NOT_RUN, "a run holds the write lock, so the FTS cross-check did not run")
+        why = ("the store is on a read-only file system" if report.blocked == integrity.READ_ONLY
+               else "a run holds the write lock")
+        return Check("integrity", NOT_RUN, f"{why}, so the FTS cross-check did not run")
     return Check("integrity", OK, "`knowledge check`: the file, FTS indexes, triggers and vectors are sound", True)
 
 

@@ -108,7 +108,7 @@ def test_rebuild_exits_busy_while_a_run_holds_the_lock_and_check_says_what_did_n
             repair.rebuild_store(settings.db_path)
         assert caught.value.exit_code == 75
         report = integrity.check_store(settings.db_path)
-        assert report.ok and not report.complete
+        assert not report.ok and not report.damaged and not report.complete and report.blocked == "busy"
         assert [s.name for s in report.steps if s.status == integrity.NOT_RUN] == ["fts"]
     finally:
         lock.release()
