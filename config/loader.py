@@ -266,10 +266,11 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         problem = base_url_problem(emb.base_url)
         if problem:
             raise ConfigError(f"{where}: knowledge.{key}.base_url {problem}, got {emb.base_url!r}")
-        if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0 or emb.max_pending < 1:
+        if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0 or emb.max_pending < 1 \
+                or emb.query_timeout <= 0:
             raise ConfigError(
-                f"{where}: knowledge.{key} batch_size (1-2048), concurrency (>=1), timeout (>0) and "
-                "max_pending (>=1) are out of range"
+                f"{where}: knowledge.{key} batch_size (1-2048), concurrency (>=1), timeout and query_timeout (>0) "
+                "and max_pending (>=1) are out of range"
             )
 
 

@@ -28,6 +28,10 @@ class EmbeddingsSettings:
         default=None, metadata=_help("Name of the environment variable holding the API key.")
     )
     timeout: float = field(default=30.0, metadata=_help("Request timeout in seconds (`30s` works too)."))
+    query_timeout: float = field(
+        default=0.5, metadata=_help("Timeout of a search's query embedding (at most `timeout`); past it, and one "
+                                    "quick retry, search answers lexical only and says so.")
+    )
     query_prefix: str = field(
         default="", metadata=_help("Text prepended to every query (its first 8,192 bytes) before embedding.")
     )

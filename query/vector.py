@@ -57,9 +57,14 @@ def query_identity(settings: EmbeddingsSettings, meta: Mapping[str, str], where:
 
 def embed_query(settings: EmbeddingsSettings, identity: VectorIdentity, text: str,
                 retry: RetryPolicy = QUERY_RETRY, environ: Mapping[str, str] | None = None) -> list[float]:
-    """The unit vector of text under the pinned identity (EmbeddingUnavailable/Rejected, or a mismatch)."""
+    """The unit vector of text under the pinned identity (EmbeddingUnavailable/Rejected, or a mismatch).
+
+    Each attempt waits at most the query's own budget (embeddings.query_timeout, capped by timeout):
+    indexing needs a long timeout, a search must answer promptly or degrade.
+    """
     pinned = replace(settings, model=identity.model, query_prefix=identity.query_prefix,
-                     document_prefix=identity.document_prefix)
+                     document_prefix=identity.document_prefix,
+                     timeout=min(settings.timeout, settings.query_timeout))
     with EmbeddingsClient(pinned, environ=environ, retry=retry, expected_dim=identity.dimension) as client:
         return client.embed_query(text)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -316,3 +317,18 @@ def test_a_store_of_one_level_lists_is_refiled_in_two_levels_by_the_next_index_r
         assert dict(conn.execute("SELECT chunk_id, embedding FROM chunks_vec").fetchall()) == before
         assert sorted(r[0] for r in conn.execute(f"SELECT chunk_id FROM {schema.CODES}")) == sorted(before)
         assert [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts] == exact
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_server_costs_a_search_its_query_budget_not_the_indexing_timeout(indexed: Path, server: EmbedServer,
+                                                                                run_cli) -> None:
+    """With `timeout: 300s` for indexing, a server that accepts and never answers used to hold a search 600 s."""
+    write_config(indexed, server, timeout="300s", query_timeout="300ms")
+    server.faults.slow = 30.0  # accepts, then answers long after any budget
+    began = time.monotonic()
+    code, out, err = run_cli("search", "budget", "--json")
+    spent = time.monotonic() - began
+    data = json.loads(out)
+    assert code == 0 and data["degraded_kind"] == "timeout" and "timed out after 0.3s" in data["degraded"]
+    assert err.startswith("tier: hybrid -> DEGRADED to lexical") and data["results"][0]["path"] == "docs/budgets.md"
+    assert spent < 20, spent  # two attempts of 0.3 s and a 0.1 s wait, far below either timeout
