@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
@@ -91,8 +92,10 @@ def _switch(settings: Settings, nxt: EmbeddingsSettings | None, writer: shadow.S
             _say(as_json, {"abandoned": True}, "switch: abandoned; the serving vectors are unchanged")
             return None
         assert nxt is not None
-        probe = probe_server(nxt)
-        identity = configured_identity(nxt, probe.dimension)
+        identity, dropped = shadow.target(reader, lambda: configured_identity(nxt, probe_server(nxt).dimension),
+                                          wait=lambda: time.sleep(0.5))
+        if dropped and not as_json:
+            click.echo(f"note: {clean(dropped)}")
         if pinned_identity(schema.read_meta(reader)) == identity:
             writer.abandon()
             _say(as_json, {"swapped": False, "serving": identity.to_dict()},

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from config.errors import PipelineError
@@ -51,14 +51,61 @@ def next_identity(meta: Mapping[str, str]) -> VectorIdentity | None:
     return pinned_identity({key[len(prefix):]: value for key, value in meta.items() if key.startswith(prefix)})
 
 
+def under_way(conn: Connection) -> Progress | None:
+    """The shadow build under way and its progress, or None."""
+    if not schema.exists(conn, schema.NEXT_VECTORS):
+        return None
+    current = next_identity(schema.read_meta(conn))
+    return None if current is None else progress(conn, current)
+
+
+def refuse_odd_dimension(current: Progress, identity: VectorIdentity) -> None:
+    """PipelineError when identity is the build under way but for its dimension: a probe not to trust.
+
+    A server restarting, or a load balancer routing one request to another model, answers one probe
+    with another dimension; dropping the shadow for it would throw away every vector built so far.
+    """
+    if current.identity != identity and replace(current.identity, dimension=identity.dimension) == identity:
+        raise PipelineError(
+            f"the embeddings server answered {identity.dimension}-dimensional vectors for {identity.model!r}, but "
+            f"the switch under way pinned {current.identity.dimension} ({current.embedded} of {current.total} "
+            "sections embedded); nothing was dropped. Run `knowledge vectors switch` again once the server answers "
+            "as before, or `knowledge vectors switch --abandon` first to start over with the new dimension"
+        )
+
+
+def target(conn: Connection, identity_of: Callable[[], VectorIdentity], attempts: int = 3,
+           wait: Callable[[], None] = lambda: None) -> tuple[VectorIdentity, str | None]:
+    """(the identity to build, a note of a shadow it drops): a probe at odds with the build under way is
+    asked again up to `attempts` times, and refused (refuse_odd_dimension) when every answer disagrees."""
+    current = under_way(conn)
+    identity = identity_of()
+    for _ in range(attempts - 1):
+        if current is None or current.identity == identity \
+                or replace(current.identity, dimension=identity.dimension) != identity:
+            break
+        wait()
+        identity = identity_of()
+    if current is not None:
+        refuse_odd_dimension(current, identity)
+        if current.identity != identity:
+            return identity, (f"the shadow build of {current.identity.model!r} ({current.embedded} of "
+                              f"{current.total} sections) is dropped: embeddings_next now names {identity.model!r}")
+    return identity, None
+
+
 def start(conn: Connection, identity: VectorIdentity) -> bool:
     """Create the shadow table for identity (in the caller's transaction); True when it was (re)created.
 
-    A shadow of the same identity is kept (its rows are the progress so far); one of another
-    identity (the target changed mid-way) is dropped and started over.
+    A shadow of the same identity is kept (its rows are the progress so far); one of another model
+    or prefix (the target changed mid-way) is dropped and started over; one differing only in its
+    dimension is refused (refuse_odd_dimension), never dropped.
     """
-    if schema.exists(conn, schema.NEXT_VECTORS) and next_identity(schema.read_meta(conn)) == identity:
+    current = under_way(conn)
+    if current is not None and current.identity == identity:
         return False
+    if current is not None:
+        refuse_odd_dimension(current, identity)
     schema.drop_next_vectors(conn)
     schema.create_next_vectors(conn, identity.dimension)
     schema.write_meta(conn, {schema.NEXT_KEY_PREFIX + k: v for k, v in identity.to_meta().items()})

@@ -155,3 +155,26 @@ def test_switch_without_embeddings_next_is_a_usage_error(
     assert run_cli("index")[0] == 0
     code, _, err = run_cli("vectors", "switch")
     assert code == 2 and "embeddings_next" in err
+
+
+def test_a_probe_answering_another_dimension_never_drops_the_shadow_work(
+    indexed: Settings, servers: tuple[EmbedServer, EmbedServer], run_cli: RunCli, workdir: Path
+) -> None:
+    _, new = servers
+    assert run_cli("vectors", "switch", "--limit", "10")[0] == 75
+    new.dim = 8  # a restarting server, or a balancer routing to another model, for every probe
+    code, out, err = run_cli("vectors", "switch")
+    assert code == 1 and "Traceback" not in err
+    assert "answered 8-dimensional vectors for 'new-bow'" in err and "pinned 40 (10 of 60" in err
+    assert "nothing was dropped" in err and "--abandon" in err
+    state = store_state(indexed)
+    assert state.shadow == 10 and state.next is not None and state.next.dimension == 40
+    new.dim = 40
+    code, out, err = run_cli("vectors", "switch", "--limit", "4")
+    assert code == 75 and store_state(indexed).shadow == 14  # resumed where it was
+
+    config = (workdir / "knowledge.yaml").read_text(encoding="utf-8").replace("model: new-bow", "model: other-bow")
+    (workdir / "knowledge.yaml").write_text(config, encoding="utf-8")
+    code, out, err = run_cli("vectors", "switch", "--limit", "4")  # another model: dropped, and said so
+    assert code == 75 and "note: the shadow build of 'new-bow' (14 of 60 sections) is dropped" in out
+    assert store_state(indexed).shadow == 4

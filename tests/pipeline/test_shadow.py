@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,3 +121,16 @@ def test_a_query_embedded_just_before_the_swap_is_embedded_again_with_the_new_mo
         assert response.degraded is None and [h.path for h in response.hits] == ["docs/a.md"]
         assert response.tier.endswith("model=new-bow dim=12")
         assert len(old.requests) == 1 and len(new.requests) == 1  # the old query vector was never compared
+
+
+def test_one_odd_probe_is_asked_again_and_the_build_under_way_is_kept(store: Store) -> None:
+    shadow.run(shadow.LocalWriter(store), store.conn, NEW, embed, batch_size=50, limit=4)
+    answers = iter([dataclasses.replace(NEW, dimension=NEW.dimension + 1), NEW])
+    identity, dropped = shadow.target(store.conn, lambda: next(answers))
+    assert identity == NEW and dropped is None
+    odd = dataclasses.replace(NEW, dimension=NEW.dimension + 1)
+    with pytest.raises(PipelineError, match="nothing was dropped"):
+        shadow.target(store.conn, lambda: odd)
+    with store.transaction() as conn, pytest.raises(PipelineError, match="nothing was dropped"):
+        shadow.start(conn, odd)
+    assert shadow.progress(store.conn, NEW).embedded == 4
