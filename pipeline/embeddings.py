@@ -132,11 +132,14 @@ class EmbeddingsClient:
         """Embed `texts`, halving failed batches down to single inputs; failures sit in their slot.
 
         Halving is for failures that may belong to one input: a rejected batch (4xx, malformed or
-        invalid answer) or a 5xx the server answered. Failures that say nothing about the inputs
-        are raised at once instead of costing 2N requests: an unreachable, timing-out or
-        throttling server (EmbeddingUnavailable without a 5xx) and a dimension that differs from
-        the pinned one (VectorIdentityMismatch). `on_split(size)` is called for each split batch,
-        `on_request(inputs, seconds, ok)` after each request (its transient retries included).
+        invalid answer) or a 5xx the server answered; and for a batch that timed out, since a slow
+        server (a CPU model behind a serialising server) answers a smaller one in time: a batch of
+        more than one input is not retried at its size after a timeout, it is halved at once. Failures
+        that say nothing about the inputs are raised at once instead of costing 2N requests: an
+        unreachable or throttling server, a single input that still times out after the retries
+        (EmbeddingUnavailable without a 5xx), and a dimension that differs from the pinned one
+        (VectorIdentityMismatch). `on_split(size)` is called for each split batch, `on_request(inputs,
+        seconds, ok)` after each request (its transient retries included).
         """
         pending: list[tuple[int, int]] = [(0, len(texts))]
         slots: dict[int, list[float] | EmbeddingError] = {}
@@ -146,12 +149,12 @@ class EmbeddingsClient:
             failure: EmbeddingError | None = None
             ok = False
             try:
-                embedded = self.embed(texts[start:stop])
+                embedded = [_normalised(v, i) for i, v in enumerate(self._embed_raw(texts[start:stop], halving=True))]
                 ok = True
             except VectorIdentityMismatch:
                 raise
             except EmbeddingUnavailable as error:
-                if not is_server_error(error):
+                if not is_server_error(error) and not (error.kind == "timeout" and stop - start > 1):
                     raise
                 failure = error
             except EmbeddingRejected as error:
@@ -197,15 +200,23 @@ class EmbeddingsClient:
             self.expected_dim = len(raw)
         return Probe(self.settings.model, served or self.settings.model, len(raw), abs(norm - 1.0) <= 1e-3)
 
-    def _embed_raw(self, texts: list[str]) -> list[list[float]]:
+    def _embed_raw(self, texts: list[str], halving: bool = False) -> list[list[float]]:
         if not texts:
             return []
-        body, _ = self._request(texts)
+        body, _ = self._request(texts, halving)
         return _validated(body, len(texts), self.expected_dim)
 
-    def _request(self, texts: list[str]) -> tuple[object, str]:
+    def _request(self, texts: list[str], halving: bool = False) -> tuple[object, str]:
+        """POST texts with bounded retries of transient failures (halving: a timed-out batch of more than
+        one input is not retried at its size; the caller halves it)."""
+
+        def worth_retrying(error: BaseException) -> bool:
+            if not isinstance(error, _Transient):
+                return False
+            return not (halving and len(texts) > 1 and error.error.kind == "timeout")
+
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_Transient),
+            retry=tenacity.retry_if_exception(worth_retrying),
             stop=tenacity.stop_after_attempt(max(1, self.retry.attempts)),
             wait=self._wait,
             sleep=self.retry.sleep,

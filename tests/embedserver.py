@@ -58,6 +58,7 @@ class Faults:
     zero_vector: bool = False
     error_in_body: bool = False  # 200 with an {"error": {...}} object
     slow: float = 0.0  # seconds to sleep before answering
+    slow_per_input: float = 0.0  # and this many more per input (a CPU model behind a serialising server)
     hang_up: bool = False  # close the connection without answering
     model: str | None = None  # model name to answer with instead of the requested one
 
@@ -142,8 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
                 state.faults.throttle -= 1
             elif state.faults.fail_next > 0:
                 state.faults.fail_next -= 1
-        if faults.slow:
-            state.stopping.wait(faults.slow)  # cut short by stop()
+        if faults.slow or faults.slow_per_input:
+            state.stopping.wait(faults.slow + faults.slow_per_input * len(inputs))  # cut short by stop()
         if faults.hang_up:
             self.close_connection = True
             return

@@ -215,7 +215,18 @@ def test_a_server_slower_than_the_timeout_is_unavailable_after_the_bounded_retri
                      timeout=0.2) as client:
         with pytest.raises(EmbeddingUnavailable, match=r"timed out after 0\.2s"):
             client.embed_halving(TEXTS)
-    assert slept == [0.01, 0.02] and sizes(server) == [8, 8, 8]  # a timeout is not halved either
+    # a timed-out batch is halved at once; a single input that still times out is retried, then raised
+    assert slept == [0.01, 0.02] and sizes(server) == [8, 4, 2, 1, 1, 1]
+
+
+def test_a_batch_too_slow_for_the_timeout_is_halved_until_its_halves_answer_in_time(server: EmbedServer) -> None:
+    """A CPU model behind a serialising server: 8 inputs take 0.8 s, past the 0.5 s timeout; 4 take 0.4 s."""
+    server.faults.slow_per_input = 0.1
+    splits: list[int] = []
+    with make_client(server, timeout=0.5) as client:
+        found = client.embed_halving(TEXTS, splits.append)
+    assert sizes(server) == [8, 4, 4] and splits == [8]
+    assert all(isinstance(v, list) for v in found) and len(found) == 8
 
 
 def test_a_client_error_is_rejected_at_once(server: EmbedServer) -> None:
