@@ -11,7 +11,7 @@ import click
 from cli.app import Context, cli, echo_json, pass_context, prologue
 from config.errors import EXIT_FAILURE, UsageError
 from config.settings import Settings
-from query.terminal import clean
+from query.terminal import clean, name
 
 if TYPE_CHECKING:  # workers/ and rich are imported only when a run starts or a bar is drawn
     from rich.progress import Progress, TaskID
@@ -77,9 +77,9 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
         f"removed={data['removed']} failed={data['failed']}; store: {data['files']} files, {data['chunks']} chunks"
     )
     for item in data["skipped"]:
-        click.echo(f"  skipped: {clean(item['path'])}: {clean(item['reason'])}")
+        click.echo(f"  skipped: {name(item['path'])}: {name(item['reason'])}")
     for item in data["failures"]:
-        click.echo(f"  failed: {clean(item['path'])}: {clean(item['reason'])}")
+        click.echo(f"  failed: {name(item['path'])}: {name(item['reason'])}")
     if data.get("error"):
         click.echo(f"  run failed: {clean(data['error'])}")
 
@@ -165,11 +165,11 @@ def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_
                f"{len(found.removed)}; {found.unchanged} unchanged; {len(targets.urls)} web page(s) fetched")
     for verb, paths in (("add", found.added), ("update", found.updated), ("remove", found.removed)):
         for path in paths:
-            click.echo(f"  {verb}: {clean(path)}")
+            click.echo(f"  {verb}: {name(path)}")
     for item in found.skipped:
-        click.echo(f"  skipped: {clean(item.path)}: {clean(item.reason)}")
+        click.echo(f"  skipped: {name(item.path)}: {name(item.reason)}")
     for item in found.failures:
-        click.echo(f"  failed: {clean(item.path)}: {clean(item.reason)}")
+        click.echo(f"  failed: {name(item.path)}: {name(item.reason)}")
     if vectors is not None:
         mode = "reuses the stored vectors of unchanged sections" if plan and plan.reuse else "embeds every section"
         click.echo(f"vectors: model={vectors['model']} dim={vectors['dimension']} recipe={vectors['recipe']}: {mode}; "
@@ -206,9 +206,9 @@ def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) 
         gone = [p for p in stored if p in removed]
         missed = missed or not gone
         if subtree:
-            click.echo(f"removed {len(gone)} document{'' if len(gone) == 1 else 's'} under {clean(given)}")
+            click.echo(f"removed {len(gone)} document{'' if len(gone) == 1 else 's'} under {name(given)}")
         else:
-            click.echo(f"{'removed' if gone else 'not indexed'}: {clean(stored[0] if stored else given)}")
+            click.echo(f"{'removed' if gone else 'not indexed'}: {name(stored[0] if stored else given)}")
     if missed:
         sys.exit(EXIT_FAILURE)
 
@@ -226,7 +226,7 @@ def _refuse_a_sweeping_removal(settings: Settings, wanted: list[str], subtree: b
     share = 100 * len(wanted) / total if total else 0.0
     if not whole_roots and share <= settings.rm_max_percent:
         return
-    why = (f"every document of the root {', '.join(clean(r) for r in whole_roots)}" if whole_roots
+    why = (f"every document of the root {', '.join(name(r) for r in whole_roots)}" if whole_roots
            else f"more than knowledge.rm_max_percent ({settings.rm_max_percent}%) of the store")
     raise UsageError(
         f"knowledge rm would remove {len(wanted)} of {total} documents ({why}); nothing was removed. "

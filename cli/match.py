@@ -31,7 +31,7 @@ from query.enumerate import (
 )
 from query.filters import Filter
 from query.reader import STATUS_NOT_BUILT, not_built_note
-from query.terminal import clean
+from query.terminal import clean, name
 from query.tier import tier_line
 
 if TYPE_CHECKING:  # rich and the citation rules load only when a command prints with them
@@ -47,9 +47,9 @@ def _table(columns: list[tuple[str, JustifyMethod]]) -> Table:
     from rich.table import Table
 
     table = Table()
-    for name, justify in columns:
+    for title, justify in columns:
         # A cut path or URL is useless: long cells wrap instead of ending in an ellipsis.
-        table.add_column(name, justify=justify, overflow="fold")
+        table.add_column(title, justify=justify, overflow="fold")
     return table
 
 
@@ -73,7 +73,9 @@ def _text(value: str) -> Text:
 @click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
 @click.option("--min-matches", type=click.IntRange(min=1), default=1, show_default=True,
               help="Only documents with at least N matching sections (body and heading matches summed).")
-@click.option("--paths-only", is_flag=True, help="Print only the paths, one per line.")
+@click.option("--paths-only", is_flag=True, help="Print only the paths, one per line (line breaks in a name escaped).")
+@click.option("-0", "--null", "null", is_flag=True,
+              help="Print only the paths, each ended by a NUL byte, as stored (for `xargs -0`).")
 @click.option("--count", "count_only", is_flag=True, help="Print only the number of matching documents.")
 @click.option("--exit-code", is_flag=True,
               help="Exit 1 when no document matches (off by default: an empty answer is an answer).")
@@ -82,7 +84,7 @@ def _text(value: str) -> Text:
 @pass_context
 def match_command(
     obj: Context, words: tuple[str, ...], limit: int | None, show_all: bool, sort: str, min_matches: int,
-    paths_only: bool,
+    paths_only: bool, null: bool,
     count_only: bool, exit_code: bool, as_json: bool,
     paths: tuple[str, ...], roots: tuple[str, ...], where: tuple[str, ...],
 ) -> None:
@@ -92,6 +94,7 @@ def match_command(
     or body:word to scope a term. OR, AND, NOT, NEAR and * are refused with what to write instead.
     """
     query = query_text(words)
+    paths_only = paths_only or null
     _refuse_contradictions(checked_limit(limit), show_all, paths_only, count_only)
     settings = obj.settings
     machine = as_json or paths_only or count_only
@@ -112,7 +115,10 @@ def match_command(
         if count_only:
             click.echo(str(result.matched))
         for doc in result.documents:
-            click.echo(clean(doc.path))
+            if null:  # a program reads these: the names as stored; a terminal still sees them cleaned
+                click.echo((doc.path if not sys.stdout.isatty() else name(doc.path)) + "\0", nl=False)
+            else:
+                click.echo(name(doc.path))
     elif result.status == STATUS_NOT_BUILT:
         raise IndexNotBuilt(result.note)
     else:

@@ -18,9 +18,26 @@ _SEQUENCES = re.compile(
 )
 
 
+# Bidirectional controls reorder what a terminal shows (a name ending `\u202egnp.exe` reads as
+# `exe.png`): shown escaped, as the code point, wherever text is printed.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LINE_BREAKS = re.compile("[\n\r\t\x0b\x0c\x85\u2028\u2029]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char, f"\\u{ord(char):04x}")
+
+
 def clean(text: str) -> str:
-    """text without escape sequences or control characters (newlines and tabs kept)."""
-    return without_controls(_SEQUENCES.sub("", text))
+    """text without escape sequences or control characters (newlines and tabs kept), bidi controls escaped."""
+    return _BIDI.sub(_escaped, without_controls(_SEQUENCES.sub("", text)))
+
+
+def name(text: str) -> str:
+    """A path or other name cleaned onto one line: line breaks and tabs escaped (`\\n`), so a file name
+    can never forge a line of output (`failed: ...`), bidi controls escaped (`\\u202e`)."""
+    return clean(_LINE_BREAKS.sub(_escaped, text))
 
 
 # Markup a reader of a preview does not want: HTML tags (`<abbr title=..>`), mkdocs/snippet includes

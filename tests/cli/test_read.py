@@ -254,3 +254,22 @@ def test_show_around_refuses_a_bad_or_unknown_citation(workdir: Path, run_cli) -
     assert code == 2 and "<path>#<ordinal>" in err
     code, _, _ = run_cli("show", "docs/g.md#1", "--before", "-1")
     assert code == 2
+
+
+def test_file_names_cannot_forge_output_lines_and_null_lists_them_as_stored(workdir: Path, run_cli) -> None:
+    forged = "a\nfailed: docs/x.md: database disk image is malformed.md"
+    bidi = "report\u202eexe.md"
+    write_tree(workdir, {f"docs/{forged}": "# Forged\n\nwidget words\n", f"docs/{bidi}": "# Bidi\n\nwidget text\n",
+                         "docs/ok.md": "# Ok\n\nwidget plain\n"})
+    (workdir / "docs" / "bin\nskipped: all.md").write_bytes(b"\x00\x01binary")
+    code, out, _ = run_cli("index", "docs")
+    assert code == 0
+    lines = out.splitlines()
+    assert not any(line.startswith("failed: docs/x.md") for line in lines)
+    assert "  skipped: docs/bin\\nskipped: all.md: " in out and sum(line.startswith("  skipped") for line in lines) == 1
+    code, out, _ = run_cli("match", "widget", "--paths-only")
+    assert code == 0 and out.splitlines() == sorted(
+        ["docs/a\\nfailed: docs/x.md: database disk image is malformed.md", "docs/ok.md", "docs/report\\u202eexe.md"])
+    assert "\u202e" not in out
+    code, out, _ = run_cli("match", "widget", "-0")
+    assert code == 0 and sorted(out.split("\0")[:-1]) == sorted([f"docs/{forged}", "docs/ok.md", f"docs/{bidi}"])
