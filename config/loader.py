@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from config.errors import ConfigError
-from config.settings import SERVABLE_TOOLS, BrokerSettings, Settings
+from config.settings import SERVABLE_TOOLS, BrokerSettings, EmbeddingsSettings, McpExposure, Settings
 from config.urls import base_url_problem, broker_url_problem, normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
@@ -230,6 +230,22 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         from config.citations import compile_rules  # the rule compiler only for a config that has rules
 
         compile_rules(settings.citations, where)
+    _check_values(settings, where)
+    for i, entry in enumerate(settings.paths):
+        if not entry.strip():
+            raise ConfigError(f"{where}: knowledge.paths[{i}] is empty; name a directory or file to index")
+    _check_mcp(settings.expose.mcp, where)
+    if settings.broker is not None:
+        problem = broker_url_problem(settings.broker.url)
+        if problem:
+            raise ConfigError(f"{where}: knowledge.broker.url {problem}, got {settings.broker.url!r}")
+    for key, emb in (("embeddings", settings.embeddings), ("embeddings_next", settings.embeddings_next)):
+        if emb is not None:
+            _check_embeddings(key, emb, where)
+
+
+def _check_values(settings: Settings, where: str) -> None:
+    """The store's name, the URLs and the numbers of the knowledge block."""
     if not re.fullmatch(r"[A-Za-z0-9._-]+", settings.name) or settings.name in (".", ".."):
         raise ConfigError(f"{where}: knowledge.name {settings.name!r} must be letters, digits, '.', '_' or '-'")
     for i, url in enumerate(settings.urls):
@@ -245,10 +261,9 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         raise ConfigError(f"{where}: knowledge.rm_max_percent must be between 0 and 100, got {settings.rm_max_percent}")
     if settings.workers < 1 or settings.batch_files < 1:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
-    for i, entry in enumerate(settings.paths):
-        if not entry.strip():
-            raise ConfigError(f"{where}: knowledge.paths[{i}] is empty; name a directory or file to index")
-    mcp = settings.expose.mcp
+
+
+def _check_mcp(mcp: McpExposure, where: str) -> None:
     unknown = [name for name in mcp.builtins if name not in SERVABLE_TOOLS]
     if unknown:
         raise ConfigError(f"{where}: knowledge.expose.mcp.builtins names {', '.join(map(repr, unknown))}, which "
@@ -256,22 +271,18 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
                           f"(accepted: {', '.join(SERVABLE_TOOLS)})")
     if not 0 <= mcp.port <= 65535:
         raise ConfigError(f"{where}: knowledge.expose.mcp.port must be between 0 and 65535, got {mcp.port}")
-    if settings.broker is not None:
-        problem = broker_url_problem(settings.broker.url)
-        if problem:
-            raise ConfigError(f"{where}: knowledge.broker.url {problem}, got {settings.broker.url!r}")
-    for key, emb in (("embeddings", settings.embeddings), ("embeddings_next", settings.embeddings_next)):
-        if emb is None:
-            continue
-        problem = base_url_problem(emb.base_url)
-        if problem:
-            raise ConfigError(f"{where}: knowledge.{key}.base_url {problem}, got {emb.base_url!r}")
-        if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0 or emb.max_pending < 1 \
-                or emb.query_timeout <= 0:
-            raise ConfigError(
-                f"{where}: knowledge.{key} batch_size (1-2048), concurrency (>=1), timeout and query_timeout (>0) "
-                "and max_pending (>=1) are out of range"
-            )
+
+
+def _check_embeddings(key: str, emb: EmbeddingsSettings, where: str) -> None:
+    problem = base_url_problem(emb.base_url)
+    if problem:
+        raise ConfigError(f"{where}: knowledge.{key}.base_url {problem}, got {emb.base_url!r}")
+    if not 1 <= emb.batch_size <= 2048 or emb.concurrency < 1 or emb.timeout <= 0 or emb.max_pending < 1 \
+            or emb.query_timeout <= 0:
+        raise ConfigError(
+            f"{where}: knowledge.{key} batch_size (1-2048), concurrency (>=1), timeout and query_timeout (>0) "
+            "and max_pending (>=1) are out of range"
+        )
 
 
 def read_secret(

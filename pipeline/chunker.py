@@ -138,12 +138,18 @@ def split_utf8(text: str, limit: int = TARGET) -> list[str]:
     return pieces
 
 
+def _nest(stack: list[tuple[int, str]], level: int, heading: str) -> None:
+    """Open a heading of level on the stack of open headings, closing those at its level or deeper."""
+    while stack and stack[-1][0] >= level:
+        stack.pop()
+    stack.append((level, heading))
+
+
 def chunk_text(text: str) -> ChunkedText:
     """Chunk a document's text into sections under the rules in the module docstring."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     stack: list[tuple[int, str]] = []
-    headings: list[str] = []
-    title: str | None = None
+    headings: list[str] = []  # the non-empty ones, in order: the first is the title
     pieces: list[tuple[str, str]] = []
     current: list[str] = []
     size = 0
@@ -162,13 +168,9 @@ def chunk_text(text: str) -> ChunkedText:
         if isinstance(value, tuple):  # a heading
             flush()
             level, heading = value
-            if title is None and heading:
-                title = heading
             if heading:
                 headings.append(heading)
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, heading))
+            _nest(stack, level, heading)
             continue
         block = value
         parts = [block] if kind == "fence" or len(block.encode()) <= HARD_LIMIT else split_utf8(block)
@@ -179,6 +181,7 @@ def chunk_text(text: str) -> ChunkedText:
             current.append(part)
             size += width + (2 if size else 0)
     flush()
+    title = headings[0] if headings else None
     if not pieces and headings:  # a title-only or headings-only page is still findable by its headings
         pieces.append((title or "", "\n".join(headings)))
     chunks = [

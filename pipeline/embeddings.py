@@ -145,36 +145,41 @@ class EmbeddingsClient:
         slots: dict[int, list[float] | EmbeddingError] = {}
         while pending:  # depth-first, left half first: bounded by 2N - 1 batches
             start, stop = pending.pop()
-            began = time.perf_counter()
-            failure: EmbeddingError | None = None
-            ok = False
-            try:
-                embedded = [_normalised(v, i) for i, v in enumerate(self._embed_raw(texts[start:stop], halving=True))]
-                ok = True
-            except VectorIdentityMismatch:
-                raise
-            except EmbeddingUnavailable as error:
-                if not is_server_error(error) and not (error.kind == "timeout" and stop - start > 1):
-                    raise
-                failure = error
-            except EmbeddingRejected as error:
-                failure = error
-            finally:
-                if on_request is not None:
-                    on_request(stop - start, time.perf_counter() - began, ok)
-            if ok:
-                for offset, vector in enumerate(embedded):
+            answer = self._attempt(texts[start:stop], on_request)
+            if isinstance(answer, list):
+                for offset, vector in enumerate(answer):
                     slots[start + offset] = vector
                 continue
-            assert failure is not None
             if stop - start == 1:
-                slots[start] = failure
+                slots[start] = answer
                 continue
             if on_split is not None:
                 on_split(stop - start)
             middle = (start + stop) // 2
             pending.extend([(middle, stop), (start, middle)])
         return [slots[i] for i in range(len(texts))]
+
+    def _attempt(
+        self, texts: list[str], on_request: Callable[[int, float, bool], None] | None,
+    ) -> list[list[float]] | EmbeddingError:
+        """One request of embed_halving: the vectors, or a failure halving may narrow down (others are raised)."""
+        began = time.perf_counter()
+        ok = False
+        try:
+            embedded = [_normalised(v, i) for i, v in enumerate(self._embed_raw(texts, halving=True))]
+            ok = True
+            return embedded
+        except VectorIdentityMismatch:
+            raise
+        except EmbeddingUnavailable as error:
+            if not is_server_error(error) and not (error.kind == "timeout" and len(texts) > 1):
+                raise
+            return error
+        except EmbeddingRejected as error:
+            return error
+        finally:
+            if on_request is not None:
+                on_request(len(texts), time.perf_counter() - began, ok)
 
     def embed_query(self, text: str) -> list[float]:
         """The unit vector of a search query: `query_prefix`, then its first 8,192 bytes (pipeline/embedded_text.py)."""
@@ -312,16 +317,7 @@ def _validated(body: object, count: int, expected_dim: int | None) -> list[list[
     data = body.get("data")
     if not isinstance(data, list):
         raise _malformed("malformed response: `data` is missing or not a list")
-    placed: dict[int, list[float]] = {}
-    for position, item in enumerate(data):
-        index = item.get("index") if isinstance(item, dict) else None
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise _malformed(f"malformed response: item {position} has no integer index")
-        if not 0 <= index < count:
-            raise _malformed(f"index {index} out of range for a batch of {count}")
-        if index in placed:
-            raise _malformed(f"index {index} appears twice")
-        placed[index] = _vector(item.get("embedding"), index)
+    placed = _placed(data, count)
     missing = sorted(set(range(count)) - placed.keys())
     if missing:
         raise _malformed(f"{len(data)} vectors for {count} inputs: no vector for index {missing[0]}")
@@ -336,6 +332,22 @@ def _validated(body: object, count: int, expected_dim: int | None) -> list[list[
             "expected (model changed?); run `knowledge index --reindex` to rebuild the vectors"
         )
     return vectors
+
+
+def _placed(data: list[object], count: int) -> dict[int, list[float]]:
+    """The vectors of a response's items by their index, each index once and in range."""
+    placed: dict[int, list[float]] = {}
+    for position, item in enumerate(data):
+        fields = item if isinstance(item, dict) else {}
+        index = fields.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise _malformed(f"malformed response: item {position} has no integer index")
+        if not 0 <= index < count:
+            raise _malformed(f"index {index} out of range for a batch of {count}")
+        if index in placed:
+            raise _malformed(f"index {index} appears twice")
+        placed[index] = _vector(fields.get("embedding"), index)
+    return placed
 
 
 def _vector(value: object, index: int) -> list[float]:

@@ -12,6 +12,7 @@ structure (a line starting with `#` or a fence) is escaped with a backslash.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
@@ -81,62 +82,23 @@ class _Converter(HTMLParser):
     # -- parser callbacks ------------------------------------------------------------------
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self._skip_tag is not None:
-            self._skip_depth += tag == self._skip_tag and tag not in VOID
-            return
         attributes = dict(attrs)
-        if tag in SKIPPED or (attributes.get("role") or "").lower() == "navigation":
-            if tag not in VOID:
-                self._skip_tag, self._skip_depth = tag, 1
+        if self._skipping_start(tag, attributes):
             return
         if tag == "title":
             if self._title is None:
                 self._title_parts = []
         elif self._pre:
-            if tag == "br":
-                self._pre_parts.append("\n")
-            elif tag == "code" and not self._pre_lang:
-                self._pre_lang = _language(attributes.get("class"))
-        elif tag in HEADINGS:
-            self._flush()
-            self._heading = HEADINGS[tag]
-        elif tag == "pre":
-            self._flush()
-            self._pre, self._pre_parts = 1, []
-            self._pre_lang = _language(attributes.get("class"))
-        elif tag == "br":
-            self._inline.append(_BREAK)
-        elif tag in ("ul", "ol"):
-            self._flush()
-            self._list_group += not self._lists
-            self._lists.append([int(tag == "ol"), _start(attributes.get("start"))])
-        elif tag == "li":
-            self._flush()
-            if self._lists and self._lists[-1][0]:
-                self._bullet = f"{self._lists[-1][1]}. "
-                self._lists[-1][1] += 1
-            else:
-                self._bullet = "- "
-        elif tag == "tr":
-            self._flush()
-            self._cells = 0
-        elif tag in ("td", "th"):
-            if self._cells:
-                self._inline.append(" | ")
-            self._cells += 1
-        elif tag == "code":
-            self._inline.append("`")
+            self._start_in_pre(tag, attributes)
+        elif (opener := _OPENERS.get(tag)) is not None:
+            opener(self, tag, attributes)
         elif tag in BLOCKS:
             self._block_boundary()
 
     def handle_endtag(self, tag: str) -> None:
         if self._skip_tag is not None:
-            if tag == self._skip_tag:
-                self._skip_depth -= 1
-            if self._skip_depth <= 0 or tag in ("body", "html"):
-                self._skip_tag, self._skip_depth = None, 0
-            return
-        if tag == "title":
+            self._skipping_end(tag)
+        elif tag == "title":
             if self._title_parts is not None:
                 self._title = _title(self._title_parts)
                 self._title_parts = None
@@ -145,23 +107,8 @@ class _Converter(HTMLParser):
                 self._pre -= 1
                 if not self._pre:
                     self._emit_fence()
-        elif tag in HEADINGS:
-            self._flush()
-        elif tag in ("ul", "ol"):
-            self._flush()
-            if self._lists:
-                self._lists.pop()
-        elif tag in ("li", "tr", "table"):
-            self._flush()
-            if tag == "li":
-                self._bullet = None
-            else:
-                self._cells = 0
-        elif tag == "code":
-            if self._inline and self._inline[-1] == "`":  # an empty <code></code> leaves nothing
-                self._inline.pop()
-            else:
-                self._inline.append("`")
+        elif (closer := _CLOSERS.get(tag)) is not None:
+            closer(self, tag)
         elif tag in BLOCKS:
             self._block_boundary()
 
@@ -182,6 +129,91 @@ class _Converter(HTMLParser):
         self._flush()
         if self._title_parts is not None:
             self._title = _title(self._title_parts)
+
+    # -- skipped elements: dropped with all they hold -------------------------------------
+
+    def _skipping_start(self, tag: str, attributes: dict[str, str | None]) -> bool:
+        """Whether the tag is inside (or opens) a skipped element; a nested one of its kind deepens it."""
+        if self._skip_tag is not None:
+            self._skip_depth += tag == self._skip_tag and tag not in VOID
+            return True
+        if tag in SKIPPED or (attributes.get("role") or "").lower() == "navigation":
+            if tag not in VOID:
+                self._skip_tag, self._skip_depth = tag, 1
+            return True
+        return False
+
+    def _skipping_end(self, tag: str) -> None:
+        if tag == self._skip_tag:
+            self._skip_depth -= 1
+        if self._skip_depth <= 0 or tag in ("body", "html"):
+            self._skip_tag, self._skip_depth = None, 0
+
+    # -- opening and closing tags outside <pre> and <title>, one method a kind ---------------
+
+    def _start_in_pre(self, tag: str, attributes: dict[str, str | None]) -> None:
+        if tag == "br":
+            self._pre_parts.append("\n")
+        elif tag == "code" and not self._pre_lang:
+            self._pre_lang = _language(attributes.get("class"))
+
+    def _open_heading(self, tag: str, attributes: dict[str, str | None]) -> None:
+        self._flush()
+        self._heading = HEADINGS[tag]
+
+    def _open_pre(self, tag: str, attributes: dict[str, str | None]) -> None:
+        self._flush()
+        self._pre, self._pre_parts = 1, []
+        self._pre_lang = _language(attributes.get("class"))
+
+    def _open_break(self, tag: str, attributes: dict[str, str | None]) -> None:
+        self._inline.append(_BREAK)
+
+    def _open_list(self, tag: str, attributes: dict[str, str | None]) -> None:
+        self._flush()
+        self._list_group += not self._lists
+        self._lists.append([int(tag == "ol"), _start(attributes.get("start"))])
+
+    def _open_item(self, tag: str, attributes: dict[str, str | None]) -> None:
+        self._flush()
+        if self._lists and self._lists[-1][0]:
+            self._bullet = f"{self._lists[-1][1]}. "
+            self._lists[-1][1] += 1
+        else:
+            self._bullet = "- "
+
+    def _open_row(self, tag: str, attributes: dict[str, str | None]) -> None:
+        self._flush()
+        self._cells = 0
+
+    def _open_cell(self, tag: str, attributes: dict[str, str | None]) -> None:
+        if self._cells:
+            self._inline.append(" | ")
+        self._cells += 1
+
+    def _open_code(self, tag: str, attributes: dict[str, str | None]) -> None:
+        self._inline.append("`")
+
+    def _close_heading(self, tag: str) -> None:
+        self._flush()
+
+    def _close_list(self, tag: str) -> None:
+        self._flush()
+        if self._lists:
+            self._lists.pop()
+
+    def _close_item_or_row(self, tag: str) -> None:
+        self._flush()
+        if tag == "li":
+            self._bullet = None
+        else:
+            self._cells = 0
+
+    def _close_code(self, tag: str) -> None:
+        if self._inline and self._inline[-1] == "`":  # an empty <code></code> leaves nothing
+            self._inline.pop()
+        else:
+            self._inline.append("`")
 
     # -- output ----------------------------------------------------------------------------
 
@@ -232,6 +264,30 @@ class _Converter(HTMLParser):
         fence = "`" * max(3, longest + 1)
         self._blocks.append(("fence", f"{fence}{lang}\n{body.rstrip()}\n{fence}"))
 
+
+
+_Opener = Callable[[_Converter, str, dict[str, str | None]], None]
+_OPENERS: dict[str, _Opener] = {
+    **dict.fromkeys(HEADINGS, _Converter._open_heading),
+    "pre": _Converter._open_pre,
+    "br": _Converter._open_break,
+    "ul": _Converter._open_list,
+    "ol": _Converter._open_list,
+    "li": _Converter._open_item,
+    "tr": _Converter._open_row,
+    "td": _Converter._open_cell,
+    "th": _Converter._open_cell,
+    "code": _Converter._open_code,
+}
+_CLOSERS: dict[str, Callable[[_Converter, str], None]] = {
+    **dict.fromkeys(HEADINGS, _Converter._close_heading),
+    "ul": _Converter._close_list,
+    "ol": _Converter._close_list,
+    "li": _Converter._close_item_or_row,
+    "tr": _Converter._close_item_or_row,
+    "table": _Converter._close_item_or_row,
+    "code": _Converter._close_code,
+}
 
 def _title(parts: list[str]) -> str | None:
     title = " ".join("".join(parts).split())[:MAX_TITLE_CHARS]

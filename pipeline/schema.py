@@ -18,19 +18,12 @@ from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline.db import Connection
 
 FORMAT_VERSION = 4
-# Format 1 stored paths as walked (relative to the working directory of the run); the writer of a
-# run migrates it to format 2's one spelling per file (pipeline/paths.py, Store._migrate_paths).
-PATHS_AS_WALKED = 1
-# Format 2 had no front-matter fields; the writer of a run migrates it to format 3 (documents.fields
-# and document_fields, Store._migrate_fields), and the files that began with a front-matter fence
-# are read again by that run.
-WITHOUT_FIELDS = 2
-# What format 2 lacks, added by Store._migrate_fields (ensure() then creates document_fields).
+# The oldest format the writer of an index run migrates (pipeline/migrations.py holds one step per
+# format from here to FORMAT_VERSION); an older store is refused with `knowledge reset --force`.
+MIGRATES_FROM = 1
+# What format 2 lacks, added by its migration (ensure() then creates document_fields).
 FIELDS_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN fields TEXT"
-# Format 3 kept a float copy of every vector beside bit codes (chunks_vec_bits, chunks_vec_f32); the
-# writer of a run migrates it to format 4 by dropping both (Store._migrate_vector_tier), and the
-# run's vector step files int8 codes from chunks_vec: nothing is embedded again.
-FLOAT_COPIES = 3
+# Format 3 kept a float copy of every vector beside bit codes; its migration drops both.
 LEGACY_CODE_TABLES = ("chunks_vec_bits", "chunks_vec_f32")
 LEGACY_CODES_TRIGGER = "chunks_vec_bits_ad"
 
@@ -275,26 +268,10 @@ def check(conn: Connection, db_path: object) -> None:
     names = table_names(conn)
     if not names:
         raise IndexNotBuilt.at(db_path)
+    version = format_version(conn)
+    if version is not None and version != FORMAT_VERSION:
+        raise StoreFormatError(_other_format(db_path, version))
     missing = [t for t in TABLES if t not in names]
-    version = None
-    if "meta" in names:
-        value = meta_value(conn, FORMAT_VERSION_KEY)
-        version = int(value) if value is not None and value.isdigit() else None
-    if version == PATHS_AS_WALKED:
-        raise StoreFormatError(
-            f"{db_path} has format {version}, which stored paths as walked; run `knowledge index` once to "
-            "migrate it to one stored path per file (nothing is re-read)"
-        )
-    if version == WITHOUT_FIELDS:
-        raise StoreFormatError(
-            f"{db_path} has format {version}, which kept no front-matter fields; run `knowledge index` once "
-            "to migrate it (only files that begin with front matter are read again)"
-        )
-    if version == FLOAT_COPIES:
-        raise StoreFormatError(
-            f"{db_path} has format {version}, which kept a float copy of every vector; run `knowledge index` "
-            "once to migrate it (nothing is read or embedded again)"
-        )
     if version == FORMAT_VERSION and missing and not set(missing) & set(CONTENT_TABLES):
         raise StoreDamaged(
             f"the store {db_path} is damaged (missing: {', '.join(missing)}); "
@@ -305,15 +282,17 @@ def check(conn: Connection, db_path: object) -> None:
             f"{db_path} is not a knowledge store of format {FORMAT_VERSION} "
             f"(missing: {', '.join(missing) or FORMAT_VERSION_KEY}); run `knowledge reset --force` and re-index"
         )
+
+
+def _other_format(db_path: object, version: int) -> str:
+    """The one refusal of a store of another format: which, newer or older, and the way forward."""
     if version > FORMAT_VERSION:
-        raise StoreFormatError(
-            f"{db_path} has format {version}, newer than this knowledge ({FORMAT_VERSION}); upgrade knowledge"
-        )
-    if version < FORMAT_VERSION:
-        raise StoreFormatError(
-            f"{db_path} has format {version}, older than this knowledge ({FORMAT_VERSION}); "
-            "run `knowledge reset --force` and re-index"
-        )
+        relation, way = "newer", "upgrade knowledge"
+    elif version >= MIGRATES_FROM:
+        relation, way = "older", "run `knowledge index` once to migrate it (its writer upgrades the file in place)"
+    else:
+        relation, way = "older", "run `knowledge reset --force` and re-index"
+    return f"{db_path} has format {version}, {relation} than this knowledge ({FORMAT_VERSION}); {way}"
 
 
 def read_meta(conn: Connection) -> dict[str, str]:
@@ -381,6 +360,13 @@ def drop_vector_codes(conn: Connection) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {COARSE}")
     delete_meta(conn, VECTOR_CODES_KEY)
     delete_meta(conn, VECTOR_CODES_STATE_KEY)
+
+
+def add_fields_column(conn: Connection) -> None:
+    """Add format 3's documents.fields to a format 2 store that lacks it (inside the caller's transaction)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(documents)")}
+    if "fields" not in columns:
+        conn.execute(FIELDS_COLUMN_DDL)
 
 
 def drop_legacy_vector_codes(conn: Connection) -> None:

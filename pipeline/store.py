@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.errors import StoreError
-from pipeline import db, front_matter, integrity, schema
+from pipeline import db, front_matter, integrity, migrations, schema
 from pipeline.models import Document
 from pipeline.paths import PathBase
 
@@ -42,74 +42,14 @@ class Store:
         self.conn = db.open_writer(db_path)
         if not schema.table_names(self.conn):
             schema.create(self.conn)
-        if base is not None and schema.format_version(self.conn) == schema.PATHS_AS_WALKED:
-            self._migrate_paths(base)
-        if base is not None and schema.format_version(self.conn) == schema.WITHOUT_FIELDS:
-            self._migrate_fields()
-        if base is not None and schema.format_version(self.conn) == schema.FLOAT_COPIES:
-            self._migrate_vector_tier()
+        if base is not None:  # the writer of an index run: bring an older format up to date (pipeline/migrations.py)
+            migrations.upgrade(self.conn, self.transaction, base)
         schema.check(self.conn, db_path)
         integrity.preflight(self.conn, db_path)
         # With embeddings: an object with stored(conn, doc_id) -> {text_hash: vector}, called before a
         # document's old chunks are deleted, and write(conn, doc_id, doc, stored), called after its new
         # chunks are inserted; both run inside the document's transaction (see pipeline.vectors).
         self.vector_hook: VectorWriter | None = None
-
-    def _migrate_paths(self, base: PathBase) -> None:
-        """Format 1 stored paths as walked; restate them in the one spelling of pipeline/paths.py.
-
-        A relative path is taken as relative to the base (the usual working directory); an absolute
-        one under the base becomes relative. Where two rows now name one file, the one indexed
-        last is kept. Web pages keep their URL. Paths are unique, so changed rows pass through a
-        placeholder first.
-        """
-        with self.transaction() as conn:
-            rows = conn.execute("SELECT id, path, root FROM documents WHERE source = 'file'"
-                                " ORDER BY indexed_at DESC, id DESC").fetchall()
-            final: dict[int, tuple[str, str]] = {}
-            taken: set[str] = set()
-            for doc_id, path, root in rows:
-                new_path = base.canonical(path, base.directory)
-                if new_path in taken:
-                    conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-                    continue
-                taken.add(new_path)
-                final[doc_id] = (new_path, base.canonical(root, base.directory))
-                if final[doc_id] != (path, root):
-                    conn.execute("UPDATE documents SET path = ? WHERE id = ?", (f"\x00{doc_id}", doc_id))
-            for doc_id, (path, root) in final.items():
-                conn.execute("UPDATE documents SET path = ?, root = ? WHERE id = ?", (path, root, doc_id))
-            schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.WITHOUT_FIELDS)})
-
-    def _migrate_fields(self) -> None:
-        """Format 2 kept no front-matter fields; add their column and table (format 3).
-
-        A file whose first section begins with a front-matter fence (`---` or `+++`) had its block
-        indexed as text: its stored hash and stat are cleared, so this run reads it again and
-        splits the block off. Every other document is left as it is.
-        """
-        with self.transaction() as conn:
-            columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(documents)")}
-            if "fields" not in columns:
-                conn.execute(schema.FIELDS_COLUMN_DDL)
-            schema.ensure(conn)
-            conn.execute(
-                "UPDATE documents SET sha256 = '', mtime_ns = -1 WHERE source = 'file' AND id IN"
-                " (SELECT document_id FROM chunks WHERE ordinal = 0 AND heading_path = ''"
-                " AND (body LIKE '---%' OR body LIKE '+++%'))"
-            )
-            schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.FLOAT_COPIES)})
-
-    def _migrate_vector_tier(self) -> None:
-        """Format 3 kept a float copy of every vector beside bit codes; drop both (format 4).
-
-        chunks_vec is kept as it is: the run's vector step (pipeline.vectors.install) files the int8
-        codes from it, so nothing is read or embedded again. A lexical run leaves the codes to the
-        next vector run; until then queries use exact KNN.
-        """
-        with self.transaction() as conn:
-            schema.drop_legacy_vector_codes(conn)
-            schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(schema.FORMAT_VERSION)})
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""

@@ -95,19 +95,11 @@ class Survey:
         walked_any = False
         roots: dict[str, str] = {}
         for found in files:
-            path = self.base.stored(found.path)
-            if nested:
-                if path in self._seen:
-                    continue  # an earlier root walked it: its outcome is there
-                self._seen.add(path)
+            restated = self._restate(found, nested, roots)
+            if restated is None:
+                continue  # an earlier root walked it: its outcome is there
+            path = restated.path
             walked_any = True
-            self.files += 1
-            if self.watch and any(under(path, w) for w in self.watch):
-                self.watched.add(path)
-            root_spelled = roots.get(found.root)
-            if root_spelled is None:
-                root_spelled = roots[found.root] = self.base.stored(found.root)
-            restated = Found(path, root_spelled, found.size, found.mtime_ns)
             if not under(path, spelled) or (last is not None and path <= last):
                 strays.append(restated)  # the base lies inside this root: not in its stored range
                 self._strays.add(path)
@@ -131,11 +123,24 @@ class Survey:
         # A directory walked completely reconciles what lies under it (a file named alone never
         # prunes; neither does a walk that found nothing, which may be a mount that is not there).
         if result.complete and result.directory and walked_any:
-            while head is not None:
-                candidates.append(head[0])
-                head = next(rows, None)
-            self._candidates += candidates
+            self._candidates += [*candidates, *([] if head is None else [head[0]]), *(row[0] for row in rows)]
         self._close(self.base.restate(result))
+
+    def _restate(self, found: Found, nested: bool, roots: dict[str, str]) -> Found | None:
+        """A walked file in stored spellings, counted (and noted when watched); None when a nesting root
+        walked it already. roots caches the stored spelling of each walk root."""
+        path = self.base.stored(found.path)
+        if nested:
+            if path in self._seen:
+                return None
+            self._seen.add(path)
+        self.files += 1
+        if self.watch and any(under(path, w) for w in self.watch):
+            self.watched.add(path)
+        root_spelled = roots.get(found.root)
+        if root_spelled is None:
+            root_spelled = roots[found.root] = self.base.stored(found.root)
+        return Found(path, root_spelled, found.size, found.mtime_ns)
 
     def _strays_read(self, strays: list[Found]) -> Iterator[ToRead]:
         if not strays:

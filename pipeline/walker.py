@@ -222,20 +222,27 @@ def _visit(directory: str, name: str, st: os.stat_result | OSError, store_id: tu
         result.skipped.append(Skip(_display(path) + ("/" if is_dir else ""), f"excluded by {glob}"))
         return None
     if is_dir:
-        if name.startswith("."):
-            result.skipped.append(Skip(_display(path) + "/", "dot directory"))
-        elif name in EXCLUDED_DIRS:
-            result.skipped.append(Skip(_display(path) + "/", "memory directory"))
-        elif (st.st_dev, st.st_ino) == store_id:
-            result.skipped.append(Skip(_display(path) + "/", "the store's own directory"))
-        else:
+        refused = _refused_directory(name, st, store_id)
+        if refused is None:
             return path, st
+        result.skipped.append(Skip(_display(path) + "/", refused))
         return None
     if stat.S_ISREG(st.st_mode):
         if not globs.included(_relative(path, result.root)):
             return None  # like a file of another type: not what this tree indexes
         return _consider(path, result.root, st, result, explicit=False)
     result.skipped.append(Skip(_display(path), not_regular(st.st_mode)))
+    return None
+
+
+def _refused_directory(name: str, st: os.stat_result, store_id: tuple[int, int] | None) -> str | None:
+    """Why a directory is not descended into (a dot, memory or the store's own directory), None to descend."""
+    if name.startswith("."):
+        return "dot directory"
+    if name in EXCLUDED_DIRS:
+        return "memory directory"
+    if (st.st_dev, st.st_ino) == store_id:
+        return "the store's own directory"
     return None
 
 

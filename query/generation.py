@@ -95,7 +95,7 @@ def _poll(path: Path) -> tuple[_Store, int] | None:
     if found is None:
         try:
             found = _Store(path, identity)
-        except Exception:  # an unreadable store: nothing is cached, the query reports it itself
+        except Exception:  # noqa: BLE001 - an unreadable store: nothing is cached, the query reports it itself
             return None
         _stores[key] = found
         while len(_stores) > MAX_STORES:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def write_tree(base: Path, files: dict[str, str | bytes]) -> None:
+def write_tree(base: Path, files: Mapping[str, str | bytes]) -> None:
     """Create files (text or bytes) under base."""
     for rel, content in files.items():
         path = base / rel

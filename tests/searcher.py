@@ -25,7 +25,7 @@ class Searcher(threading.Thread):
             for text in self.queries:
                 try:
                     response = search(self.settings, text)
-                except Exception as exc:  # every failure is a finding
+                except Exception as exc:  # noqa: BLE001 - every failure is a finding
                     self.errors.append(exc)
                     continue
                 self.answers += 1

@@ -85,7 +85,7 @@ def test_knowledge_config_and_broker_url_come_from_the_environment(tmp_path: Pat
     assert s.paths == ("docs",) and s.broker is not None and s.broker.url.endswith("/3")
 
 
-def _keys(cls: type, prefix: str) -> list[tuple[str, dataclasses.Field]]:
+def _keys(cls: typing.Any, prefix: str) -> list[tuple[str, dataclasses.Field]]:
     out = []
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):

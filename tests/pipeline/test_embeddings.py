@@ -278,7 +278,8 @@ def test_an_unset_key_variable_is_a_config_error_naming_it() -> None:
 
 
 def test_prefixes_are_applied_to_queries_and_documents(server: EmbedServer) -> None:
-    prefixes = {"query_prefix": "task: search result | query: ", "document_prefix": "title: {title} | text: "}
+    prefixes: dict[str, Any] = {"query_prefix": "task: search result | query: ",
+                                "document_prefix": "title: {title} | text: "}
     with make_client(server, **prefixes) as client:
         query = client.embed_query("backpressure")
         client.embed_documents(["body one", "body two"], ["Guide > Queues", ""])

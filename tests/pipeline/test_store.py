@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def _integrity(store: Store) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "store" / "knowledge.db")
     yield s
     s.close()

@@ -26,7 +26,7 @@ def _doc(path: str, sections: int, seed: int = 0) -> Document:
     chunked = chunk_text(text)
     doc = Document(path, "docs", "0" * 64, len(text), 1, chunked.title, chunked.chunks)
     rng = random.Random(f"{path}/{seed}")
-    doc.vectors = {c.ordinal: [rng.uniform(-0.6, 0.6) for _ in range(4)] for c in doc.chunks}
+    doc.vectors = {c.ordinal: vectors.to_blob([rng.uniform(-0.6, 0.6) for _ in range(4)]) for c in doc.chunks}
     return doc
 
 

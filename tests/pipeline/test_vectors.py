@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,12 +22,13 @@ IDENTITY = vectors.VectorIdentity("hashed-bow", 4, "q: ", "d: {title} | ")
 def _doc(path: str, text: str, vecs: dict[int, list[float]] | None = None) -> Document:
     chunked = chunk_text(text)
     doc = Document(path, "docs", "0" * 64, len(text), 1, chunked.title, chunked.chunks)
-    doc.vectors = vecs if vecs is not None else {c.ordinal: [1.0, float(c.ordinal), 0.0, 0.0] for c in doc.chunks}
+    chosen = vecs if vecs is not None else {c.ordinal: [1.0, float(c.ordinal), 0.0, 0.0] for c in doc.chunks}
+    doc.vectors = {ordinal: vectors.to_blob(v) for ordinal, v in chosen.items()}
     return doc
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(tmp_path: Path) -> Iterator[Store]:
     opened = Store(tmp_path / "store" / "knowledge.db")
     yield opened
     opened.close()
@@ -171,12 +173,14 @@ def test_planning_reconciles_with_the_pinned_identity(tmp_path: Path) -> None:
             store.close()
         again = vectors.plan(settings, reindex=False)
         assert again is not None and again.reuse
-        assert not vectors.plan(settings, reindex=True).reuse  # --reindex rebuilds the vectors
+        rebuilt = vectors.plan(settings, reindex=True)
+        assert rebuilt is not None and not rebuilt.reuse  # --reindex rebuilds the vectors
         changed = _settings(tmp_path, server, document_prefix="passage: ")
         with pytest.raises(VectorIdentityMismatch, match="knowledge index --reindex") as caught:
             vectors.plan(changed, reindex=False)
         assert "document_prefix" in str(caught.value)
-        assert vectors.plan(changed, reindex=True).reuse is False
+        switched = vectors.plan(changed, reindex=True)
+        assert switched is not None and switched.reuse is False
         server.dim = 12
         with pytest.raises(VectorIdentityMismatch, match="dimension: index has 8, configured 12"):
             vectors.plan(settings, reindex=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import httpx
 import pytest
 
 from config.errors import FetchError, FileSkipped
@@ -98,7 +99,7 @@ def test_a_refused_connection_and_a_timeout_are_fetch_errors_with_their_reason(
         port = sock.getsockname()[1]
     with pytest.raises(FetchError, match="cannot connect: connection refused"):
         ingest_url(_job(f"http://127.0.0.1:{port}/x.html"))
-    monkeypatch.setattr(web, "TIMEOUT", web.httpx.Timeout(0.2))
+    monkeypatch.setattr(web, "TIMEOUT", httpx.Timeout(0.2))
     url = web_site.html("/slow.html", GUIDE, delay=1.0)
     with pytest.raises(FetchError, match="timed out"):
         ingest_url(_job(url))

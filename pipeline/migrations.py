@@ -1,0 +1,106 @@
+"""Store migrations: one step per older format version, run in order by the writer of the next index run.
+
+Each step takes a store of its `source` format to its `target` in one transaction, and the format
+version is written with it, so a run stopped between two steps leaves a store of a known format
+that the next run carries on from. Readers never migrate: schema.check refuses an older store and
+names `knowledge index`, whose writer (pipeline.store.Store opened with a PathBase) calls upgrade().
+The table is complete and ordered: every format from schema.MIGRATES_FROM to schema.FORMAT_VERSION
+has exactly one step (tests/pipeline/test_migrations.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from pipeline import schema
+from pipeline.db import Connection
+from pipeline.paths import PathBase
+
+
+@dataclass(frozen=True)
+class Step:
+    """One migration: from a format version to the next, what does it, and one line of what it changes."""
+
+    source: int
+    target: int
+    migrate: Callable[[Connection, PathBase], None]
+    does: str
+
+
+def _restate_paths(conn: Connection, base: PathBase) -> None:
+    """Format 1 stored paths as walked; restate them in the one spelling of pipeline/paths.py.
+
+    A relative path is taken as relative to the base (the usual working directory); an absolute
+    one under the base becomes relative. Where two rows now name one file, the one indexed
+    last is kept. Web pages keep their URL. Paths are unique, so changed rows pass through a
+    placeholder first.
+    """
+    rows = conn.execute("SELECT id, path, root FROM documents WHERE source = 'file'"
+                        " ORDER BY indexed_at DESC, id DESC").fetchall()
+    final: dict[int, tuple[str, str]] = {}
+    taken: set[str] = set()
+    for doc_id, path, root in rows:
+        new_path = base.canonical(path, base.directory)
+        if new_path in taken:
+            conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+            continue
+        taken.add(new_path)
+        final[doc_id] = (new_path, base.canonical(root, base.directory))
+        if final[doc_id] != (path, root):
+            conn.execute("UPDATE documents SET path = ? WHERE id = ?", (f"\x00{doc_id}", doc_id))
+    for doc_id, (path, root) in final.items():
+        conn.execute("UPDATE documents SET path = ?, root = ? WHERE id = ?", (path, root, doc_id))
+
+
+def _add_fields(conn: Connection, base: PathBase) -> None:
+    """Format 2 kept no front-matter fields; add their column and table.
+
+    A file whose first section begins with a front-matter fence (`---` or `+++`) had its block
+    indexed as text: its stored hash and stat are cleared, so this run reads it again and
+    splits the block off. Every other document is left as it is.
+    """
+    schema.add_fields_column(conn)
+    schema.ensure(conn)
+    conn.execute(
+        "UPDATE documents SET sha256 = '', mtime_ns = -1 WHERE source = 'file' AND id IN"
+        " (SELECT document_id FROM chunks WHERE ordinal = 0 AND heading_path = ''"
+        " AND (body LIKE '---%' OR body LIKE '+++%'))"
+    )
+
+
+def _drop_float_copies(conn: Connection, base: PathBase) -> None:
+    """Format 3 kept a float copy of every vector beside bit codes; drop both.
+
+    chunks_vec is kept as it is: the run's vector step (pipeline.vectors.install) files the int8
+    codes from it, so nothing is read or embedded again. A lexical run leaves the codes to the
+    next vector run; until then queries use exact KNN.
+    """
+    schema.drop_legacy_vector_codes(conn)
+
+
+STEPS = (
+    Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
+    Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
+    Step(3, 4, _drop_float_copies, "drops the float copies and bit codes beside the vectors (nothing is embedded"
+                                   " again)"),
+)
+_BY_SOURCE = {step.source: step for step in STEPS}
+
+
+def step_from(version: int | None) -> Step | None:
+    """The step that migrates a store of this format version, None when there is none (current, or unknown)."""
+    return None if version is None else _BY_SOURCE.get(version)
+
+
+def upgrade(conn: Connection, transaction: Callable[[], AbstractContextManager[Connection]],
+            base: PathBase) -> list[Step]:
+    """Run every step from the store's format to the current one, each in its own transaction; the steps run."""
+    done: list[Step] = []
+    while (step := step_from(schema.format_version(conn))) is not None:
+        with transaction() as writing:
+            step.migrate(writing, base)
+            schema.write_meta(writing, {schema.FORMAT_VERSION_KEY: str(step.target)})
+        done.append(step)
+    return done

@@ -1,0 +1,119 @@
+"""Store migrations: the table covers every older format once, in order, and `knowledge index` runs it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pipeline import db, migrations, schema
+from tests.conftest import write_tree
+
+RunCli = Callable[..., tuple[int, str, str]]
+DOCS = {"docs/a.md": "# A\n\nalpha\n", "docs/fm.md": "---\nowner: alice\n---\n# Owned\n\nbravo\n"}
+
+
+def _as_format_3(conn: db.Connection, workdir: Path) -> None:
+    """Undo 3 -> 4: the bit codes, float copies and their trigger beside the vectors, and their scheme."""
+    conn.execute("CREATE VIRTUAL TABLE chunks_vec_bits USING vec0(chunk_id INTEGER PRIMARY KEY,"
+                 " part INTEGER PARTITION KEY, code bit[96])")
+    conn.execute("CREATE TABLE chunks_vec_f32 (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+    conn.execute("CREATE TRIGGER chunks_vec_bits_ad AFTER DELETE ON chunks BEGIN "
+                 "DELETE FROM chunks_vec_bits WHERE chunk_id = old.id; "
+                 "DELETE FROM chunks_vec_f32 WHERE chunk_id = old.id; END")
+    schema.write_meta(conn, {schema.VECTOR_CODES_KEY: "thermometer-4-step0.5-partitions16"})
+
+
+def _as_format_2(conn: db.Connection, workdir: Path) -> None:
+    """Undo 2 -> 3: no fields column or table, the front-matter block indexed as the first section's text."""
+    (doc_id,) = conn.execute("SELECT id FROM documents WHERE path = 'docs/fm.md'").fetchone()
+    conn.execute("UPDATE chunks SET ordinal = ordinal + 100 WHERE document_id = ?", (doc_id,))
+    conn.execute("INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash) VALUES (?, 0, '', ?, 'x')",
+                 (doc_id, "---\nowner: alice\n---"))
+    conn.execute("DROP TABLE document_fields")
+    conn.execute("ALTER TABLE documents DROP COLUMN fields")
+
+
+def _as_format_1(conn: db.Connection, workdir: Path) -> None:
+    """Undo 1 -> 2: paths as walked, so one file is stored twice (relative with ./ and absolute)."""
+    conn.execute("INSERT INTO documents(path, root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
+                 " indexed_ns) SELECT ?, ?, source, title, sha256, size, mtime_ns, 0, '2000-01-01 00:00:00', 0"
+                 " FROM documents WHERE path = 'docs/a.md'",
+                 (str(workdir / "docs/a.md"), str(workdir / "docs")))
+    conn.execute("UPDATE documents SET path = './docs/a.md' WHERE path = 'docs/a.md'")
+
+
+# The inverse of each step, by its source format: a store of format N is the current one taken back
+# through every step from the current format down to N.
+UNDO: dict[int, Callable[[db.Connection, Path], None]] = {3: _as_format_3, 2: _as_format_2, 1: _as_format_1}
+OLDER = list(range(schema.MIGRATES_FROM, schema.FORMAT_VERSION))
+
+
+def test_every_format_from_the_oldest_migrated_to_the_current_has_exactly_one_step_in_order() -> None:
+    assert [(s.source, s.target) for s in migrations.STEPS] == [(v, v + 1) for v in OLDER]
+    assert all(s.does and "\n" not in s.does for s in migrations.STEPS)
+    assert [migrations.step_from(v) for v in OLDER] == list(migrations.STEPS)
+    assert migrations.step_from(schema.FORMAT_VERSION) is None and migrations.step_from(None) is None
+    assert sorted(UNDO) == OLDER  # every step has a store of its source format in the test below
+
+
+def _downgrade(db_path: Path, workdir: Path, version: int) -> None:
+    conn = db.open_writer(db_path)
+    try:
+        for source in range(schema.FORMAT_VERSION - 1, version - 1, -1):
+            UNDO[source](conn, workdir)
+        schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(version)})
+    finally:
+        conn.close()
+
+
+def _search(run_cli: RunCli, *args: str) -> list[str]:
+    code, out, err = run_cli("search", *args, "--json")
+    assert code == 0, out + err
+    return [r["path"] for r in json.loads(out)["results"]]
+
+
+@pytest.mark.parametrize("version", OLDER)
+def test_a_store_of_each_older_format_is_refused_then_migrated_to_the_current_by_the_next_index(
+    version: int, workdir: Path, run_cli: RunCli,
+) -> None:
+    write_tree(workdir, DOCS)
+    assert run_cli("index", "docs")[0] == 0
+    db_path = workdir / "knowledge" / "default" / "knowledge.db"
+    _downgrade(db_path, workdir, version)
+    code, _, err = run_cli("search", "alpha")
+    assert code == 1 and f"has format {version}, older than this knowledge" in err
+    assert "run `knowledge index` once to migrate it" in err
+    code, out, err = run_cli("index", "docs")
+    assert code == 0, out + err
+    conn = db.connect_readonly(db_path)
+    try:
+        assert schema.format_version(conn) == schema.FORMAT_VERSION
+        schema.check(conn, db_path)
+        assert not {*schema.LEGACY_CODE_TABLES, schema.LEGACY_CODES_TRIGGER} & schema.table_names(conn)
+        assert schema.meta_value(conn, schema.VECTOR_CODES_KEY) is None
+    finally:
+        conn.close()
+    code, out, err = run_cli("sources", "--json")
+    assert code == 0 and sorted(d["path"] for d in json.loads(out)["documents"]) == ["docs/a.md", "docs/fm.md"]
+    assert _search(run_cli, "alpha") == ["docs/a.md"]
+    assert _search(run_cli, "alice") == []  # the front-matter block is a field again, not text
+    assert _search(run_cli, "bravo", "--where", "owner=alice") == ["docs/fm.md"]
+
+
+def test_a_store_older_than_the_oldest_migration_or_newer_than_this_knowledge_is_refused_by_the_index(
+    workdir: Path, run_cli: RunCli,
+) -> None:
+    write_tree(workdir, DOCS)
+    assert run_cli("index", "docs")[0] == 0
+    db_path = workdir / "knowledge" / "default" / "knowledge.db"
+    for version, way in ((schema.MIGRATES_FROM - 1, "run `knowledge reset --force` and re-index"),
+                         (schema.FORMAT_VERSION + 1, "upgrade knowledge")):
+        conn = db.open_writer(db_path)
+        schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(version)})
+        conn.close()
+        code, _, err = run_cli("index", "docs")
+        relation = "newer" if version > schema.FORMAT_VERSION else "older"
+        assert code == 1 and f"has format {version}, {relation} than this knowledge" in err and way in err
