@@ -44,7 +44,7 @@ class EmbeddingsSettings:
 
 @dataclass(frozen=True)
 class BrokerSettings:
-    """The Redis broker of the distributed deployment; absent means the embedded default."""
+    """The Redis broker of the distributed deployment; absent means the in-process default."""
 
     url: str = field(metadata=_help("redis://host:port/db of the broker."))
 
@@ -109,9 +109,9 @@ class Settings:
     max_injected_tokens: int = field(
         default=6000, metadata=_help("Tool text budget in tokens (x4 characters).")
     )
-    workers: int = field(default=2, metadata=_help("Ingest worker threads of the embedded default."))
+    workers: int = field(default=2, metadata=_help("Ingest worker threads of the in-process default."))
     batch_files: int = field(default=32, metadata=_help("Files carried by one ingest message."))
-    broker: BrokerSettings | None = field(default=None, metadata=_help("Redis broker; absent = embedded."))
+    broker: BrokerSettings | None = field(default=None, metadata=_help("Redis broker; absent = in-process."))
     embeddings: EmbeddingsSettings | None = field(
         default=None, metadata=_help("Embeddings server; absent = lexical only.")
     )

@@ -1,4 +1,4 @@
-"""Backpressure between ingest and embedding, embedded engine against the slow loopback server."""
+"""Backpressure between ingest and embedding, in-process engine against the slow loopback server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`knowledge watch` embedded: real file events on a temporary tree, applied by one InProcessEngine."""
+"""`knowledge watch` in-process: real file events on a temporary tree, applied by one InProcessEngine."""
 
 from __future__ import annotations
 
