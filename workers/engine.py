@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -164,19 +165,13 @@ class EngineShadowWriter:
                    digests=digests)
 
     def finish(self, identity: VectorIdentity) -> shadow.Progress:
-        deadline = threading.Event()
-        timer = threading.Timer(self.swap_wait_s, deadline.set)
-        timer.daemon = True
-        timer.start()
-        try:
-            while True:
-                reply = self._step("finish", identity)
-                if "busy" not in reply or deadline.is_set():
-                    return shadow.Progress(identity, int(reply["embedded"]), int(reply["total"]),
-                                           bool(reply.get("swapped", False)))
-                deadline.wait(self.pause_s)  # an index run holds the run lock: swap after it
-        finally:
-            timer.cancel()
+        deadline = time.monotonic() + self.swap_wait_s
+        while True:
+            reply = self._step("finish", identity)
+            if "busy" not in reply or time.monotonic() >= deadline:
+                return shadow.Progress(identity, int(reply["embedded"]), int(reply["total"]),
+                                       bool(reply.get("swapped", False)))
+            time.sleep(self.pause_s)  # an index run holds the run lock: swap after it
 
     def abandon(self) -> None:
         self._step("abandon", VectorIdentity("", 0))

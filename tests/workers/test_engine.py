@@ -104,3 +104,41 @@ def test_a_reset_inside_a_running_engine_leaves_its_pipeline_writing_into_the_ne
         again = engine.run(RunRequest())
     assert again.state == "complete" and again.counts["added"] == 2
     assert stored_paths(settings) == ["docs/a.md", "docs/b.md"]
+
+
+@pytest.mark.redis
+def test_with_a_broker_a_whole_store_operation_holds_the_run_lock_and_waits_for_no_run(settings: Settings) -> None:
+    from config.errors import RunInProgress
+    from config.loader import settings_from_mapping
+    from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
+    from workers.broker import namespace
+    from workers.ledger.redis_ledger import RedisLedger
+
+    client = require_redis()
+    brokered = settings_from_mapping({"broker": {"url": REDIS_URL}}, store_base=settings.store_base)
+    ledger = RedisLedger(client, namespace(brokered))
+    try:
+        assert ledger.run_lock.acquire("20260101-000000-abcdef") is None  # a run in progress, queued in Redis
+        for call in (lambda e: e.rebuild(), lambda e: e.vacuum(), lambda e: e.reset()):
+            with pytest.raises(RunInProgress, match="run 20260101-000000-abcdef is in progress") as caught, \
+                    open_engine(brokered) as engine:
+                call(engine)
+            assert caught.value.exit_code == 75
+        assert stored_paths(settings) == sorted(DOCS)
+        with open_engine(brokered) as engine:  # rm needs no run lock: it is applied between a run's writes
+            assert engine.remove(["docs/api.md"]) == ["docs/api.md"]
+        ledger.run_lock.release("20260101-000000-abcdef")
+        with open_engine(brokered) as engine:
+            assert engine.reset().documents == len(DOCS) - 1
+        assert ledger.run_lock.holder() is None  # the reset let go of it
+        lock = WriteLock(settings.store_dir)
+        lock.acquire("knowledge index")  # held, but not by a writer: refused at once, as without a broker
+        try:
+            with pytest.raises(StoreBusy, match="`knowledge rm` needs the store to itself"), \
+                    open_engine(brokered) as engine:
+                engine.remove(["docs/guide.md"])
+        finally:
+            lock.release()
+    finally:
+        delete_namespace(client, namespace(brokered))
+        client.close()
