@@ -142,3 +142,14 @@ def test_with_a_broker_a_whole_store_operation_holds_the_run_lock_and_waits_for_
     finally:
         delete_namespace(client, namespace(brokered))
         client.close()
+
+
+def test_in_process_a_detached_run_is_a_usage_error_that_touches_nothing(tmp_path: Path) -> None:
+    from config.errors import UsageError
+
+    write_tree(tmp_path, {"docs/a.md": "# A\n\nalpha\n"})
+    settings = store_settings(tmp_path / "store")
+    request = RunRequest(paths=(str(tmp_path / "docs"),))
+    with pytest.raises(UsageError, match="--detach needs a broker") as caught, open_engine(settings) as engine:
+        engine.detach(request, request.targets(settings))
+    assert caught.value.exit_code == 2 and not settings.store_dir.exists()
