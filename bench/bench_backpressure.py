@@ -33,8 +33,9 @@ from corpus import generate  # noqa: E402
 from config.loader import settings_from_mapping  # noqa: E402
 from config.observability import configure_logging  # noqa: E402
 from tests.embedserver import EmbedServer  # noqa: E402
+from workers.engine import InProcessEngine  # noqa: E402
 from workers.ledger.redis_ledger import RedisLedger  # noqa: E402
-from workers.run import EmbeddedEngine, RunRequest  # noqa: E402
+from workers.run import RunRequest  # noqa: E402
 
 UNLIMITED = 10**9
 
@@ -81,9 +82,10 @@ def one_run(corpus: Path, work: Path, url: str, limit: int, slow: float, every: 
     with EmbedServer(dim=384) as server:
         emb = {"base_url": server.base_url, "model": "hashed-bow", "timeout": 30, "max_pending": limit}
         settings = settings_from_mapping({"paths": [str(corpus)], "embeddings": emb}, store_base=store)
-        engine = EmbeddedEngine(settings)
+        engine = InProcessEngine(settings)
         engine.ledger = ledger  # the same contract, held in Redis
         with engine:
+            engine.start()  # the lock taken, the server probed, the actors started
             server.faults.slow = slow
             sampler = Sampler(ledger, every, timeout=3600)
             sampler.start()

@@ -35,7 +35,8 @@ from corpus import generate  # noqa: E402
 from embed_server_max import Client, measure  # noqa: E402
 
 from config.loader import settings_from_mapping  # noqa: E402
-from workers.run import EmbeddedEngine, RunRequest  # noqa: E402
+from workers.engine import InProcessEngine  # noqa: E402
+from workers.run import RunRequest  # noqa: E402
 
 
 def server_call(url: str, method: str, path: str) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def run_pipeline(url: str, docs: Path, store: Path, concurrency: int, workers: i
     settings = settings_from_mapping(block, store_base=store.parent)
     server_call(url, "POST", "/stats/reset")
     started, cpu = time.perf_counter(), time.process_time()
-    with EmbeddedEngine(settings) as engine:
+    with InProcessEngine(settings) as engine:
         summary = engine.run(RunRequest())
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     stats = server_call(url, "GET", "/stats")

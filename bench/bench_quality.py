@@ -5,7 +5,7 @@
     .venv/bin/python bench/bench_quality.py --lexical-only
 
 The 1,400 abstracts are written as `<id>.md` (`# <title>`, then the text) and indexed by the real
-pipeline (EmbeddedEngine: walk, chunk, embed through the server, one SQLite file). Each of the 225
+pipeline (InProcessEngine: walk, chunk, embed through the server, one SQLite file). Each of the 225
 queries is then ranked three ways with the query side's own building blocks: lexical (build_query
 + BM25 over the porter table, heading weight 2.0), vector (the query embedded with the index's
 pinned identity, KNN over chunks_vec) and hybrid (RRF, k = 60, of those two lists). Lists go
@@ -43,7 +43,8 @@ from query.reader import Reader  # noqa: E402
 from query.search import search  # noqa: E402
 from query.terms import build_query  # noqa: E402
 from query.vector import embed_query, knn, knn_exact, knn_quantised, query_identity  # noqa: E402
-from workers.run import EmbeddedEngine, RunRequest  # noqa: E402
+from workers.engine import InProcessEngine  # noqa: E402
+from workers.run import RunRequest  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
 
@@ -82,7 +83,7 @@ def build_store(out: Path, url: str | None, document_prefix: str, fresh: bool) -
     if fresh and settings.store_dir.exists():
         shutil.rmtree(settings.store_dir)
     started = time.monotonic()
-    with EmbeddedEngine(settings) as engine:
+    with InProcessEngine(settings) as engine:
         summary = engine.run(RunRequest())
     figures = {"index_seconds": round(time.monotonic() - started, 1), **{k: summary.to_json()[k] for k in
                ("added", "updated", "unchanged", "failed", "files", "chunks")}}

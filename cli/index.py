@@ -1,4 +1,4 @@
-"""The write-side commands: index, rm, reset. They reach workers/ only to start a run."""
+"""The write-side commands: index, rm, reset. Each goes through the engine (workers/engine.py)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,8 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
                   dry_run: bool, timeout: float | None) -> None:
     """Index PATHS and http(s) URLs (default: knowledge.paths and knowledge.urls), incrementally by content hash."""
     from config.observability import configure_logging, configure_metrics, configure_tracing
-    from workers.run import EmbeddedEngine, RunRequest
+    from workers.engine import open_engine
+    from workers.run import RunRequest
 
     settings = prologue(obj, as_json)
     configure_logging("WARNING")
@@ -124,23 +125,12 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
         print_dry_run(settings, request, targets, as_json)
         return
     view = ProgressView(as_json)
-    if settings.broker is not None:
-        from workers.distributed import Enqueued, run_distributed
-
-        try:
-            result = run_distributed(settings, request, targets, view, note, detach=detach, timeout=timeout)
-        finally:
-            view.close()
-        if isinstance(result, Enqueued):
-            print_enqueued(result, as_json)
-            return
-        summary = result
-    else:
+    with open_engine(settings, note) as engine:
         if detach:
-            raise UsageError("--detach needs a broker (knowledge.broker.url or KNOWLEDGE_BROKER_URL)")
+            print_enqueued(engine.detach(request, targets), as_json)
+            return
         try:
-            with EmbeddedEngine(settings) as engine:
-                summary = engine.run(request, view, targets, timeout=timeout)
+            summary = engine.run(request, view, targets, timeout=timeout)
         finally:
             view.close()
     print_summary(summary, as_json)
@@ -187,7 +177,7 @@ def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_
 def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) -> None:
     """Remove documents by path (as `sources` lists it, or as a path from here); a directory removes its subtree."""
     from query.listing import removal_targets
-    from workers.maintenance import remove_documents
+    from workers.engine import open_engine
 
     for position, given in enumerate(paths, 1):
         if not given.strip():
@@ -200,7 +190,10 @@ def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) 
     wanted = [p for stored, _ in targets.values() for p in stored]
     if not force:
         _refuse_a_sweeping_removal(settings, wanted, any(subtree for _, subtree in targets.values()))
-    removed = set(remove_documents(settings, wanted)) if wanted else set()
+    removed: set[str] = set()
+    if wanted:
+        with open_engine(settings) as engine:
+            removed = set(engine.remove(wanted))
     missed = False
     for given, (stored, subtree) in targets.items():
         gone = [p for p in stored if p in removed]
@@ -239,12 +232,13 @@ def _refuse_a_sweeping_removal(settings: Settings, wanted: list[str], subtree: b
 @pass_context
 def reset_command(obj: Context, force: bool) -> None:
     """Empty the index, keeping an empty store with its schema (the documents on disk are untouched)."""
-    from workers.maintenance import reset_store
+    from workers.engine import open_engine
 
     settings = prologue(obj, False)
     if not force:
         raise UsageError(f"this deletes the index at {settings.db_path}; run `knowledge reset --force` to do it")
-    emptied = reset_store(settings)
+    with open_engine(settings) as engine:
+        emptied = engine.reset()
     if not emptied.existed:
         removed = "nothing (there was no index)"
     elif emptied.documents is None:

@@ -17,9 +17,6 @@ from pipeline.integrity import (
     check_store,
     way_forward,
 )
-from pipeline.lock import WriteLock
-from pipeline.repair import rebuild_store
-from pipeline.store import compact
 from query.terminal import clean
 
 
@@ -72,11 +69,15 @@ def check_command(obj: Context, full: bool, as_json: bool) -> None:
 def rebuild_command(obj: Context, as_json: bool) -> None:
     """Repair the store from its sections, without reading the tree: FTS indexes, triggers, vectors.
 
-    Holds the write lock (exit 75 while a run holds it). Damage to the file itself cannot be
-    repaired in place: rebuild says so and names `knowledge reset --force` and `knowledge index`.
+    Holds the write lock (exit 75 while a run holds it), or has the running `knowledge writer` do
+    it. Damage to the file itself cannot be repaired in place: rebuild says so and names
+    `knowledge reset --force` and `knowledge index`.
     """
+    from workers.engine import open_engine
+
     settings = prologue(obj, as_json)
-    repair = rebuild_store(settings.db_path)
+    with open_engine(settings) as engine:
+        repair = engine.rebuild()
     if as_json:
         echo_json(repair.to_json())
     else:
@@ -102,9 +103,12 @@ def vacuum_command(obj: Context) -> None:
 
     A store created by this version gives the space of large removals back by itself; this merges
     every FTS index and VACUUMs the file (switching it to auto_vacuum = INCREMENTAL). Holds the
-    write lock (exit 75 while a run holds it); needs free disk about the size of the store.
+    write lock (exit 75 while a run holds it), or has the running `knowledge writer` do it; needs
+    free disk about the size of the store.
     """
+    from workers.engine import open_engine
+
     settings = prologue(obj, False)
-    with WriteLock.exclusively(settings.db_path, "knowledge vacuum"):
-        before, after = compact(settings.db_path)
+    with open_engine(settings) as engine:
+        before, after = engine.vacuum()
     click.echo(f"vacuum: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB ({settings.db_path})")

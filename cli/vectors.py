@@ -8,13 +8,11 @@ import time
 import click
 
 from cli.app import Context, cli, echo_json, pass_context, prologue
-from config.errors import EXIT_BUSY, IndexNotBuilt, StoreBusy, UsageError
+from config.errors import EXIT_BUSY, IndexNotBuilt, UsageError
 from config.loader import load_settings
 from config.settings import EmbeddingsSettings, Settings
 from pipeline import db, schema, shadow
 from pipeline.embeddings import EmbeddingsClient
-from pipeline.lock import WriteLock
-from pipeline.store import Store
 from pipeline.vectors import configured_identity, pinned_identity, probe_server
 from query.terminal import clean
 
@@ -38,35 +36,19 @@ def switch_command(obj: Context, limit: int | None, abandon: bool, as_json: bool
     Search keeps answering hybrid with the old model throughout and with the new one from the
     swap on. Resumable: a run stopped by a crash, a failing server or --limit keeps what it
     embedded and the next run goes on from there. Holds the write lock (exit 75 while a run holds
-    it); in the distributed shape the running `knowledge writer` applies every write and swaps
-    once no index run is in progress. Exits 75 when it stopped before the swap (--limit).
+    it), or has the running `knowledge writer` apply every write, swapping once no index run is in
+    progress. Exits 75 when it stopped before the swap (--limit).
     """
+    from workers.engine import open_engine
+
     settings = prologue(obj, as_json)
     nxt = load_settings(obj.config, obj.store_dir).embeddings_next  # as written, even once it serves
     if not abandon and nxt is None:
         raise UsageError("`knowledge vectors switch` needs the new model in knowledge.embeddings_next")
-    lock = WriteLock(settings.store_dir)
     if not settings.db_path.is_file():
         raise IndexNotBuilt.at(settings.db_path)
-    try:
-        lock.acquire(COMMAND)
-    except StoreBusy:
-        if settings.broker is None:
-            raise
-        from workers.switch import RemoteWriter  # the distributed shape: the running writer writes
-
-        remote = RemoteWriter(settings)
-        try:
-            done = _switch(settings, nxt, remote, None, limit, abandon, as_json)
-        finally:
-            remote.close()
-    else:
-        store = Store(settings.db_path)
-        try:
-            done = _switch(settings, nxt, shadow.LocalWriter(store), store, limit, abandon, as_json)
-        finally:
-            store.close()
-            lock.release()
+    with open_engine(settings) as engine:
+        done = _switch(settings, nxt, engine.shadow_writer(), limit, abandon, as_json)
     if done is None:
         return
     identity = done.identity
@@ -82,10 +64,10 @@ def switch_command(obj: Context, limit: int | None, abandon: bool, as_json: bool
     sys.exit(EXIT_BUSY)
 
 
-def _switch(settings: Settings, nxt: EmbeddingsSettings | None, writer: shadow.ShadowWriter, store: Store | None,
+def _switch(settings: Settings, nxt: EmbeddingsSettings | None, writer: shadow.ShadowWriter,
             limit: int | None, abandon: bool, as_json: bool) -> shadow.Progress | None:
     """Run the switch through writer (None when it had nothing to do: abandoned, or already serving)."""
-    reader = store.conn if store is not None else db.connect_readonly(settings.db_path)
+    reader = db.connect_readonly(settings.db_path)
     try:
         if abandon:
             writer.abandon()
@@ -109,8 +91,7 @@ def _switch(settings: Settings, nxt: EmbeddingsSettings | None, writer: shadow.S
         with EmbeddingsClient(nxt, expected_dim=identity.dimension) as client:
             return shadow.run(writer, reader, identity, client.embed, nxt.batch_size, limit, report)
     finally:
-        if store is None:
-            reader.close()
+        reader.close()
 
 
 def _say(as_json: bool, data: dict[str, object], line: str) -> None:

@@ -1,9 +1,9 @@
 """`knowledge watch`: keep the index current as files change (workers/watcher.py does the watching).
 
 One watcher per store: it holds <store_dir>/watch.lock for its life, so a second one is refused
-with exit 75 like a second writer. Embedded (no broker) it also holds the writer lock through one
-EmbeddedEngine; with a broker each run goes to the workers and the writer. SIGTERM (or Ctrl-C)
-lets the current run finish, then exits 0.
+with exit 75 like a second writer. Each run goes through one engine held for the watcher's life
+(workers/engine.py: in-process it holds the writer lock; with a broker each run goes to the
+workers and the writer). SIGTERM (or Ctrl-C) lets the current run finish, then exits 0.
 """
 
 from __future__ import annotations
@@ -65,11 +65,10 @@ class Lines:
 @cli.command("watch")
 @pass_context
 def watch_command(obj: Context) -> None:
-    """Watch knowledge.paths and index each change as it happens (embedded, or through the broker)."""
+    """Watch knowledge.paths and index each change as it happens (in-process, or through the broker)."""
     from config.observability import configure_logging, configure_metrics, configure_tracing
-    from pipeline.lock import WATCH_LOCK_NAME, WriteLock
-    from workers.run import EmbeddedEngine
-    from workers.watcher import DistributedApply, EmbeddedApply, Watcher
+    from workers.engine import open_engine
+    from workers.watcher import EngineApply, Watcher, watch_lock
 
     settings = prologue(obj, False)
     configure_logging("INFO")
@@ -84,15 +83,7 @@ def watch_command(obj: Context) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopping)
-    lock = WriteLock(settings.store_dir, WATCH_LOCK_NAME, role="watcher")
-    lock.acquire("knowledge watch")
-    try:
-        if settings.broker is not None:
-            runs = Watcher(settings, DistributedApply(settings, lambda text: lines("note", {"text": text})),
-                           lines, stop).run()
-        else:
-            with EmbeddedEngine(settings, idle_ms=IDLE_MS) as engine:
-                runs = Watcher(settings, EmbeddedApply(engine), lines, stop).run()
-    finally:
-        lock.release()
+    with watch_lock(settings), open_engine(settings, lambda text: lines("note", {"text": text}), IDLE_MS) as engine:
+        engine.start()  # in-process: the writer lock from the start, as a second `knowledge index` would be refused
+        runs = Watcher(settings, EngineApply(engine), lines, stop).run()
     lines("stopped", {"runs": runs})

@@ -48,7 +48,7 @@ class EmbeddingsSettings:
 
 @dataclass(frozen=True)
 class BrokerSettings:
-    """The Redis broker of the distributed deployment; absent means the embedded default."""
+    """The Redis broker of the distributed deployment; absent means the in-process default."""
 
     url: str = field(metadata=_help("redis://host:port/db of the broker."))
 
@@ -117,9 +117,9 @@ class Settings:
         default=50, metadata=_help("Largest share of the store's documents (percent) `knowledge rm` removes without "
                                    "--force; a whole root always needs --force.")
     )
-    workers: int = field(default=2, metadata=_help("Ingest worker threads of the embedded default."))
+    workers: int = field(default=2, metadata=_help("Ingest worker threads of the in-process default."))
     batch_files: int = field(default=32, metadata=_help("Files carried by one ingest message."))
-    broker: BrokerSettings | None = field(default=None, metadata=_help("Redis broker; absent = embedded."))
+    broker: BrokerSettings | None = field(default=None, metadata=_help("Redis broker; absent = in-process."))
     embeddings: EmbeddingsSettings | None = field(
         default=None, metadata=_help("Embeddings server; absent = lexical only.")
     )

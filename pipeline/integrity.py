@@ -122,6 +122,12 @@ class Report:
             "findings": [f.to_json() for f in self.findings],
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Report:
+        """The Report to_json described."""
+        return cls(Path(data["store"]), bool(data["full"]), [Step(**s) for s in data["checks"]],
+                   [Finding(**f) for f in data["findings"]], data.get("blocked"))
+
     def _step(self, name: str, found: list[Finding], passed: str) -> None:
         self.findings += found
         if found:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from config.errors import IndexNotBuilt, StoreBusy, StoreError, StoreReadOnly
+from config.errors import StoreBusy, StoreError, StoreReadOnly
 from pipeline.db import ensure_store_dir, on_read_only_file_system, refuse_symlink
 
 LOCK_NAME = "write.lock"
@@ -63,25 +61,16 @@ class WriteLock:
             os.close(self._fd)
             self._fd = None
 
-    @classmethod
-    @contextmanager
-    def exclusively(cls, db_path: Path, command: str) -> Iterator[WriteLock]:
-        """The lock of an existing store held for a maintenance command (`knowledge rebuild`, `vacuum`).
-
-        IndexNotBuilt without a store; StoreBusy (exit 75) naming why when a run or a writer holds it.
-        """
-        if not db_path.is_file() and not db_path.is_symlink():
-            raise IndexNotBuilt.at(db_path)
-        lock = cls(db_path.parent)
+    def holder(self) -> str:
+        """What the lock's holder wrote into the file ("knowledge writer pid=..."), or "" when none did."""
         try:
-            lock.acquire(command)
-        except StoreBusy as exc:
-            raise StoreBusy(f"{exc}; `{command}` needs the store to itself: run it when the run ends "
-                            "(or stop the `knowledge writer`)") from None
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return ""
         try:
-            yield lock
+            return os.read(fd, 200).decode(errors="replace").strip()
         finally:
-            lock.release()
+            os.close(fd)
 
     def __enter__(self) -> WriteLock:
         self.acquire()

@@ -1,4 +1,4 @@
-"""Repair a store from what `chunks` still holds (`knowledge rebuild`), under the write lock.
+"""Repair a store from what `chunks` still holds (`knowledge rebuild`); the caller holds the write lock.
 
 Every FTS table is rebuilt from chunks, missing tables and triggers are recreated, orphan vectors
 dropped and the vector companions refilled; a chunk with no vector is left for the next index run.
@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from config.errors import StoreDamaged
+from config.errors import IndexNotBuilt, StoreDamaged
 from pipeline import db, schema, vector_codes, vectors
 from pipeline.db import Connection
 from pipeline.integrity import INDEX, RESET, Report, check, count
-from pipeline.lock import WriteLock
 
 
 @dataclass
@@ -30,34 +29,40 @@ class Repair:
         """The `rebuild --json` shape."""
         return {"actions": self.actions, "after": self.after.to_json()}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Repair:
+        """The Repair to_json described (as a writer process answers it)."""
+        return cls([str(a) for a in data["actions"]], Report.from_json(data["after"]))
+
 
 
 def rebuild_store(db_path: Path) -> Repair:
-    """Repair every derived part of the store from chunks, under the write lock.
+    """Repair every derived part of the store from chunks; the caller holds the write lock.
 
-    Raises StoreBusy (exit 75) when a run holds the lock, IndexNotBuilt without a store, and
-    StoreDamaged naming `reset --force` and `index` when the file itself is damaged.
+    Raises IndexNotBuilt without a store, and StoreDamaged naming `reset --force` and `index` when
+    the file itself is damaged.
     """
-    with WriteLock.exclusively(db_path, "knowledge rebuild"):
+    if not db_path.is_file() and not db_path.is_symlink():
+        raise IndexNotBuilt.at(db_path)
+    try:
+        conn = db.open_writer(db_path)
+    except StoreDamaged as exc:
+        raise _unrepairable(db_path, str(exc.__cause__ or exc)) from exc
+    try:
+        before = check(conn, db_path, writable=True)
+        if before.file_damaged:
+            what = "; ".join(f.problem if f.where == str(db_path) else f"{f.where}: {f.problem}"
+                             for f in before.findings if f.repair == RESET)
+            raise _unrepairable(db_path, what)
         try:
-            conn = db.open_writer(db_path)
-        except StoreDamaged as exc:
-            raise _unrepairable(db_path, str(exc.__cause__ or exc)) from exc
-        try:
-            before = check(conn, db_path, writable=True)
-            if before.file_damaged:
-                what = "; ".join(f.problem if f.where == str(db_path) else f"{f.where}: {f.problem}"
-                                 for f in before.findings if f.repair == RESET)
-                raise _unrepairable(db_path, what)
-            try:
-                actions = _repair(conn, before)
-            except db.DatabaseError as exc:
-                if db.is_damage(exc):
-                    raise _unrepairable(db_path, str(exc)) from exc
-                raise
-            return Repair(actions, check(conn, db_path, writable=True))
-        finally:
-            conn.close()
+            actions = _repair(conn, before)
+        except db.DatabaseError as exc:
+            if db.is_damage(exc):
+                raise _unrepairable(db_path, str(exc)) from exc
+            raise
+        return Repair(actions, check(conn, db_path, writable=True))
+    finally:
+        conn.close()
 
 
 def _unrepairable(db_path: Path, what: str) -> StoreDamaged:

@@ -1,7 +1,7 @@
 """Fetch one web page for the ingest step and turn it into a Document.
 
 Only an ingest worker fetches (the CLI that plans a run never does), so pages are indexed the same
-way in the embedded and the distributed shapes. A fetch is bounded: a 10 s timeout per network
+way in the in-process and the distributed shapes. A fetch is bounded: a 10 s timeout per network
 operation and 30 s in all, at most 5 redirects (each to http or https only), at most 512 KiB of
 body (decoded). HTML (text/html, application/xhtml+xml) is converted by pipeline.html_text;
 text/markdown and text/plain bodies are indexed as they are; other content types are skipped.

@@ -104,7 +104,7 @@ def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def big_corpus_store(big_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The store the embedded default builds from big_corpus (the reference a distributed run must equal)."""
+    """The store the in-process default builds from big_corpus (the reference a distributed run must equal)."""
     import json
     import subprocess
 

@@ -1,4 +1,4 @@
-"""Build the Dramatiq broker: StubBroker for the embedded default, RedisBroker when configured.
+"""Build the Dramatiq broker: StubBroker for the in-process default, RedisBroker when configured.
 
 The broker is built here, before any actor is declared; each store gets its own Redis namespace so
 two indexes on one Redis never mix messages.
@@ -17,12 +17,12 @@ from dramatiq.middleware import Retries
 from config.errors import BrokerError
 from config.settings import Settings
 
-if TYPE_CHECKING:  # the embedded default never imports the Redis client
+if TYPE_CHECKING:  # the in-process default never imports the Redis client
     from dramatiq.brokers.redis import RedisBroker
 
 
 def build_stub_broker() -> dramatiq.Broker:
-    """An in-process broker for the embedded default."""
+    """An in-process broker for the in-process default."""
     # Two Workers (ingest threads, one writer thread) share this broker by design; dramatiq warns
     # about the second worker middleware, which is expected here.
     logging.getLogger("dramatiq.broker.StubBroker").setLevel(logging.ERROR)

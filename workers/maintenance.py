@@ -1,96 +1,174 @@
-"""Operator verbs that write outside an index run: remove documents, reset the store.
+"""What changes the store outside an index run, applied wherever the store's write lock is held.
 
-Both take the store's write lock. In the distributed shape a `knowledge writer` holds that lock
-for its lifetime, so `rm` hands the removal to it as a `remove` message on the write queue and
-waits (bounded) for its reply; `reset` replaces the file with an empty store and asks for the writer to stop.
+HeldStore is the store under this process's write lock: the in-process engine's, a maintenance
+command's, or the `knowledge writer`'s for its lifetime (the one place the write lock is taken).
+OPERATIONS are the changes: remove documents, rebuild, vacuum, reset, and one step of a vector
+switch. Each takes JSON-able arguments and gives a JSON-able answer, so workers/engine.py applies
+it in this process when it holds the lock, or sends it to the running writer (workers/channel.py),
+which applies the same function and answers the same thing.
 """
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
+import base64
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
-import dramatiq
-
-from config.errors import BrokerError, StoreBusy
+from config import errors
+from config.errors import KnowledgeError, PipelineError, StoreBusy
 from config.settings import Settings
+from pipeline import shadow
+from pipeline.db import DatabaseError
 from pipeline.lock import WriteLock
-from pipeline.store import Emptied, Store, reset
-from workers import queues
-from workers.runtime import current
+from pipeline.paths import PathBase
+from pipeline.repair import rebuild_store
+from pipeline.store import Store, compact, reset
+from pipeline.vectors import VectorIdentity
+from workers.runtime import Runtime
 
-REMOVE_ACTOR = "remove"
-REMOVE_WAIT_S = 60.0
+WRITER_HOLDER = "knowledge writer"  # what the writer writes into the lock file: the engine recognises it
 
 
-def remove_documents(settings: Settings, paths: list[str]) -> list[str]:
-    """Delete documents by path under the write lock (or through the writer); return those that were indexed."""
-    if not settings.db_path.is_file():
-        return []
-    lock = WriteLock(settings.store_dir)
-    try:
-        lock.acquire("knowledge rm")
-    except StoreBusy:
-        if settings.broker is None:
-            raise
-        return remove_via_writer(settings, paths)
-    try:
-        store = Store(settings.db_path)
+class HeldStore:
+    """The store under this process's write lock: the lock taken by acquire(), the Store opened on first
+    use and closed around an operation that rewrites or replaces the file."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.lock = WriteLock(settings.store_dir)
+        self.held = False
+        self._store: Store | None = None
+        self.runtime: Runtime | None = None  # the pipeline running on this store, kept in step on a reopen
+
+    def acquire(self, holder: str) -> None:
+        """Take the write lock (StoreBusy, exit 75, when another process holds it); a no-op once held."""
+        if not self.held:
+            self.lock.acquire(holder)
+            self.held = True
+
+    def holder(self) -> str:
+        """Who holds the lock, as its holder wrote it ("knowledge writer pid=..."), or ""."""
+        return self.lock.holder()
+
+    def store(self) -> Store:
+        """The open store (opened, or created, on first use)."""
+        if self._store is None:
+            self._store = Store(self.settings.db_path, PathBase.at(self.settings.path_base))
+            if self.runtime is not None:
+                self.runtime.store = self._store
+        return self._store
+
+    @contextmanager
+    def replacing(self) -> Iterator[None]:
+        """The Store closed while the file is rewritten or replaced; reopened after for a running pipeline."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self.runtime is not None:
+            self.runtime.store = None
         try:
-            return store.remove(paths)
+            yield
         finally:
-            store.close()
-    finally:
-        lock.release()
+            if self.runtime is not None:  # a file that no longer opens fails the pipeline's next write instead
+                with contextlib.suppress(KnowledgeError, DatabaseError):
+                    self.store()
+
+    def run_holder(self) -> str | None:
+        """The index run holding the run lock of the pipeline on this store, if any."""
+        return self.runtime.ledger.run_lock.holder() if self.runtime is not None else None
+
+    def apply(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Apply one operation here (the lock held); its answer. Errors propagate as raised."""
+        self.acquire(f"knowledge {op}")
+        return OPERATIONS[op](self, args)
+
+    def close(self) -> None:
+        """Close the store and release the lock."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self.lock.release()
+        self.held = False
 
 
-def reset_store(settings: Settings) -> Emptied:
-    """Empty the store under the write lock (pipeline.store.reset): the schema stays, the documents go."""
-    lock = WriteLock(settings.store_dir)
+Operation = Callable[[HeldStore, dict[str, Any]], dict[str, Any]]
+
+
+def _remove(held: HeldStore, args: dict[str, Any]) -> dict[str, Any]:
+    return {"removed": held.store().remove([str(p) for p in args["paths"]])}
+
+
+def _rebuild(held: HeldStore, args: dict[str, Any]) -> dict[str, Any]:
+    with held.replacing():
+        return rebuild_store(held.settings.db_path).to_json()
+
+
+def _vacuum(held: HeldStore, args: dict[str, Any]) -> dict[str, Any]:
+    with held.replacing():
+        before, after = compact(held.settings.db_path)
+    return {"before": before, "after": after}
+
+
+def _reset(held: HeldStore, args: dict[str, Any]) -> dict[str, Any]:
+    with held.replacing():
+        emptied = reset(held.settings.db_path)
+    return {"documents": emptied.documents, "chunks": emptied.chunks, "existed": emptied.existed}
+
+
+def _switch(held: HeldStore, args: dict[str, Any]) -> dict[str, Any]:
+    """One step of a vector switch (start, store, finish, abandon), in its own transaction."""
+    step, identity = str(args["step"]), VectorIdentity.from_dict(args["identity"])
+    store = held.store()
+    if step == "start":
+        with store.transaction() as conn:
+            shadow.start(conn, identity)
+        return {"ok": True}
+    if step == "store":
+        blobs = [base64.b64decode(v) for v in args["vectors"]]
+        with store.transaction() as conn:
+            return {"stored": shadow.store_vectors(conn, identity, list(args["ids"]), blobs, list(args["digests"]))}
+    if step == "finish":
+        holder = held.run_holder()
+        if holder is not None:  # a run planned with the pinned identity: it must end first
+            done = shadow.progress(store.conn, identity)
+            return {"busy": holder, "embedded": done.embedded, "total": done.total}
+        with store.transaction() as conn:
+            done = shadow.finish(conn, identity)
+        return {"embedded": done.embedded, "total": done.total, "swapped": done.swapped}
+    if step == "abandon":
+        with store.transaction() as conn:
+            shadow.abandon(conn)
+        return {"ok": True}
+    raise PipelineError(f"unknown switch step {step!r}")
+
+
+OPERATIONS: dict[str, Operation] = {"remove": _remove, "rebuild": _rebuild, "vacuum": _vacuum, "reset": _reset,
+                                    "switch": _switch}
+# The command each operation serves, for what a refusal says.
+COMMANDS = {"remove": "knowledge rm", "rebuild": "knowledge rebuild", "vacuum": "knowledge vacuum",
+            "reset": "knowledge reset", "switch": "knowledge vectors switch"}
+
+
+def answer(held: HeldStore, op: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The answer a writer sends back for one operation: its result, or the error it raised (its kind and text)."""
     try:
-        lock.acquire("knowledge reset")
-    except StoreBusy as exc:
-        raise StoreBusy(
-            f"{exc}. `knowledge reset` deletes the store file, so it needs the store to itself: stop the "
-            "`knowledge writer` (scripts/stop-local.sh, or `docker compose stop writer`) and run it again"
-        ) from None
-    try:
-        return reset(settings.db_path)
-    finally:
-        lock.release()
+        return held.apply(op, args)
+    except (KnowledgeError, DatabaseError) as exc:
+        return {"error": str(exc), "kind": type(exc).__name__}
 
 
-def declare_remove_actor(broker: dramatiq.Broker) -> dramatiq.Actor[[str, list[str]], None]:
-    """The writer-side `remove` actor (write queue): delete paths, reply with those that existed."""
-
-    def remove(request_id: str, paths: list[str]) -> None:
-        runtime = current()
-        removed = runtime.writer_store().remove(paths)
-        runtime.ledger.replies.put(request_id, removed)
-
-    return dramatiq.actor(broker=broker, actor_name=REMOVE_ACTOR, queue_name=queues.WRITE,
-                          **queues.WRITE_OPTIONS)(remove)
+def raise_for(reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply, or the error it carries raised again as the kind the writer raised (PipelineError when unknown)."""
+    if "error" not in reply:
+        return reply
+    kind = getattr(errors, str(reply.get("kind")), None)
+    if isinstance(kind, type) and issubclass(kind, KnowledgeError):
+        raise kind(str(reply["error"]))
+    raise PipelineError(str(reply["error"]))
 
 
-def remove_via_writer(settings: Settings, paths: list[str], wait_s: float = REMOVE_WAIT_S) -> list[str]:
-    """Send the removal to the running writer and wait for its reply (BrokerError past wait_s)."""
-    from workers.distributed import open_ledger
-
-    broker, ledger = open_ledger(settings)
-    try:
-        actor = declare_remove_actor(broker)
-        request_id = f"rm-{uuid.uuid4().hex[:12]}"
-        actor.send(request_id, list(paths))
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            reply = ledger.replies.get(request_id)
-            if reply is not None:
-                return [str(p) for p in json.loads(reply)]
-            time.sleep(0.1)
-        raise BrokerError(
-            f"the store is held by a writer, and no `knowledge writer` applied the removal within {wait_s:.0f} s; "
-            "it stays queued and is applied when a writer consumes the write queue"
-        )
-    finally:
-        broker.close()
+def busy(exc: StoreBusy, op: str) -> StoreBusy:
+    """The refusal of an operation while another process (a run, another command) holds the store."""
+    return StoreBusy(f"{exc}; `{COMMANDS[op]}` needs the store to itself: run it when that ends")

@@ -1,7 +1,8 @@
 """Process mains of the distributed shape: `knowledge worker`, `knowledge writer` and the supervisor.
 
 A worker process consumes the ingest and embed queues only; the writer consumes the write queue
-with exactly one thread and holds the store's write lock for its lifetime. Both stop gracefully on
+with exactly one thread and holds the store's write lock for its lifetime (a HeldStore), so it also
+answers the requests the engine sends it (workers/channel.py). Both stop gracefully on
 SIGTERM or SIGINT (the message in hand finishes, prefetched ones go back to Redis). The supervisor
 behind `knowledge worker --processes N` runs N single-process workers and restarts one that dies.
 """
@@ -34,9 +35,6 @@ from config.observability import (
     shutdown_tracing,
 )
 from config.settings import Settings
-from pipeline.lock import WriteLock
-from pipeline.paths import PathBase
-from pipeline.store import Store
 from workers import queue_depth, queues
 from workers.actors import declare_actors
 from workers.broker import (
@@ -47,11 +45,11 @@ from workers.broker import (
     namespace,
     redacted,
 )
+from workers.channel import declare_request_actor
 from workers.ledger import Presence
 from workers.ledger.redis_ledger import RedisLedger
-from workers.maintenance import declare_remove_actor
+from workers.maintenance import WRITER_HOLDER, HeldStore
 from workers.runtime import Runtime, install, uninstall
-from workers.switch import declare_shadow_actor
 
 STOP_TIMEOUT_MS = 30_000
 PREFETCH_PER_THREAD = 4
@@ -112,15 +110,17 @@ def _stop_event() -> threading.Event:
     return stop
 
 
-def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: int, store: Store | None) -> int:
+def _serve(settings: Settings, role: str, queue_names: frozenset[str], threads: int, held: HeldStore | None) -> int:
     """Connect, install the runtime, consume queue_names until a stop signal; return the exit code."""
     stop = _stop_event()
     broker = connect_broker(settings)
     actors = declare_actors(broker)
-    declare_remove_actor(broker)
-    declare_shadow_actor(broker)
+    declare_request_actor(broker, held)
     ledger = RedisLedger(broker.client, namespace(settings))
-    install(Runtime(settings, ledger, store, actors))
+    runtime = Runtime(settings, ledger, held.store() if held is not None else None, actors)
+    if held is not None:
+        held.runtime = runtime
+    install(runtime)
     worker = dramatiq.Worker(broker, queues=set(queue_names), worker_threads=threads,
                              worker_timeout=WORKER_TIMEOUT_MS)
     # Dramatiq prefetches 2 messages per thread; its consumer then sleeps (backing off up to the
@@ -163,17 +163,14 @@ def run_writer(settings: Settings) -> int:
     """Main of the writer: take the store's write lock (StoreBusy, exit 75, if held), apply with one thread."""
     configure_logging()
     configure_tracing("knowledge-writer")
-    lock = WriteLock(settings.store_dir)
-    lock.acquire("knowledge writer")
-    store: Store | None = None
+    held = HeldStore(settings)
+    held.acquire(WRITER_HOLDER)
     try:
-        store = Store(settings.db_path, PathBase.at(settings.path_base))
+        held.store()
         configure_metrics("knowledge-writer", listens=True)  # after the lock: a refused second writer binds no port
-        return _serve(settings, "writer", queues.WRITER_QUEUES, 1, store)
+        return _serve(settings, "writer", queues.WRITER_QUEUES, 1, held)
     finally:
-        if store is not None:
-            store.close()
-        lock.release()
+        held.close()
 
 
 def supervise(child_argv: list[str], processes: int,

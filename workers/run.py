@@ -2,44 +2,35 @@
 
 plan_and_enqueue walks the roots, classifies files by stat against the store as the walk goes
 (pipeline/survey.py), enqueues ingest batches as they fill and records what needs no reading;
-follow polls the ledger until the writer closes the run.
-EmbeddedEngine runs the same actors in this process on a StubBroker.
+follow polls the ledger until the writer closes the run. workers/engine.py runs these, in this
+process (InProcessEngine) or through the broker (workers/distributed.py).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
-import dramatiq
-
-from config.errors import KnowledgeError, UsageError
-from config.observability import tracer
+from config.errors import UsageError
 from config.settings import Settings
 from config.urls import looks_like_url, normalize_urls
 from pipeline import changes, db, schema, vectors
 from pipeline.embeddings import Probe
-from pipeline.lock import WriteLock
 from pipeline.models import Skip
 from pipeline.paths import PathBase
-from pipeline.store import Store
 from pipeline.stored import StoredFingerprints
 from pipeline.survey import Preview, Survey, preview
 from pipeline.vectors import VectorPlan
 from pipeline.web import url_jobs
-from workers import payloads, queues, tally
-from workers.actors import declare_actors
-from workers.broker import build_stub_broker
+from workers import payloads, tally
 from workers.embed import finish_ingest
-from workers.ledger import InMemoryLedger, Ledger, RunSummary
+from workers.ledger import Ledger, RunSummary
 from workers.payloads import Skipped
 from workers.queues import Actors
-from workers.runtime import Runtime, install, uninstall
 
 
 @dataclass(frozen=True)
@@ -221,81 +212,3 @@ def follow(ledger: Ledger, run_id: str, progress: Progress | None = None, poll: 
             raise TimeoutError(f"run {run_id} did not finish within {timeout:g} s")
         time.sleep(wait)
         wait = min(wait * 2, poll)
-
-
-class EmbeddedEngine:
-    """The embedded default: the writer lock, the store, and the actors on a StubBroker in-process."""
-
-    def __init__(self, settings: Settings, idle_ms: int = 50) -> None:
-        """idle_ms: how often an idle worker thread wakes (a message wakes it at once); also about how
-        long stopping takes. Short for a one-shot run, long for a process that waits (`knowledge watch`)."""
-        self.settings = settings
-        self.idle_ms = idle_ms
-        self.lock = WriteLock(settings.store_dir)
-        self.ledger: Ledger = InMemoryLedger()
-        self.broker: dramatiq.Broker | None = None
-        self.workers: list[dramatiq.Worker] = []
-        self.runtime: Runtime | None = None
-        self.probe: Probe | None = None
-
-    def __enter__(self) -> Self:
-        self.lock.acquire("knowledge index (embedded)")
-        try:
-            emb = self.settings.embeddings
-            if emb is not None:  # before the store is opened (or created): a dead server writes nothing
-                self.probe = vectors.probe_server(emb)
-            store = Store(self.settings.db_path, PathBase.at(self.settings.path_base))
-            self.broker = build_stub_broker()
-            actors = declare_actors(self.broker)
-            self.runtime = Runtime(self.settings, self.ledger, store, actors)
-            install(self.runtime)
-            self.workers = [
-                dramatiq.Worker(self.broker, queues=set(queues.WORKER_QUEUES) - {queues.EMBED},
-                                worker_threads=self.settings.workers, worker_timeout=self.idle_ms),
-                dramatiq.Worker(self.broker, queues=set(queues.WRITER_QUEUES), worker_threads=1,
-                                worker_timeout=self.idle_ms),
-            ]
-            if emb is not None:  # `concurrency` embedding requests in flight, beside the ingest threads
-                self.workers.append(dramatiq.Worker(self.broker, queues={queues.EMBED},
-                                                    worker_threads=emb.concurrency, worker_timeout=self.idle_ms))
-            for worker in self.workers:
-                worker.start()
-        except BaseException:
-            self.lock.release()
-            raise
-        return self
-
-    def run(self, request: RunRequest, progress: Progress | None = None, targets: Targets | None = None,
-            timeout: float | None = None) -> RunSummary:
-        """Index per request (its targets, when already resolved) and wait for the run to finish.
-
-        Past timeout seconds the run is abandoned (KnowledgeError): what was written stays, and the
-        next run converges on the rest.
-        """
-        if self.runtime is None:
-            raise UsageError("EmbeddedEngine.run outside its `with` block")
-        targets = targets if targets is not None else request.targets(self.settings)
-        run_id = new_run_id()
-        with tracer().start_as_current_span("index run", attributes={"knowledge.run_id": run_id,
-                                                                     "knowledge.mode": "embedded"}):
-            with tracer().start_as_current_span("walk"):
-                probe, self.probe = self.probe, None
-                plan_and_enqueue(self.settings, self.ledger, self.runtime.actors, request, targets, run_id, probe)
-            try:
-                return follow(self.ledger, run_id, progress, timeout=timeout)
-            except TimeoutError as exc:
-                raise KnowledgeError(f"{exc}; what was written stays, and `knowledge index` again finishes the rest"
-                                     ) from None
-
-    def __exit__(self, *exc: object) -> None:
-        stoppers = [threading.Thread(target=worker.stop) for worker in self.workers]
-        for stopper in stoppers:  # each stop waits out its threads' poll timeout: wait once, not twice
-            stopper.start()
-        for stopper in stoppers:
-            stopper.join()
-        if self.broker is not None:
-            self.broker.close()
-        if self.runtime is not None and self.runtime.store is not None:
-            self.runtime.store.close()
-        uninstall()
-        self.lock.release()

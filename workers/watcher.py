@@ -9,10 +9,11 @@ explicit roots (a file named alone never prunes) plus the stat-confirmed deletes
 removed by the writer), or a full incremental run when the batch is large, a root itself changed,
 a root became readable or unreadable, or the watcher lost events (its error, or an overflow).
 
-A run is applied by an Apply callable: EmbeddedApply keeps one EmbeddedEngine (the writer lock, the
-actors on a StubBroker) open for the watcher's life; DistributedApply enqueues each run onto the
-broker for the workers and the writer and follows it. Nothing here prints: each event is handed to
-a Report callable (cli/watch.py renders lines on a terminal, structlog JSON otherwise).
+A run is applied by an Apply callable: EngineApply hands it to the engine (workers/engine.py) held
+for the watcher's life, which runs it in this process (holding the write lock) or enqueues it for
+the workers and the writer and follows it. One watcher per store: watch_lock() holds
+<store_dir>/watch.lock in either deployment. Nothing here prints: each event is handed to a Report
+callable (cli/watch.py renders lines on a terminal, structlog JSON otherwise).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,8 +31,10 @@ from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 from config.errors import KnowledgeError, RunInProgress, UsageError
 from config.settings import Settings
 from pipeline.changes import Batch, Pending, Scope, decide
+from pipeline.lock import WATCH_LOCK_NAME, WriteLock
+from workers.engine import Engine
 from workers.ledger import RunSummary
-from workers.run import DELETED, EmbeddedEngine, RunRequest, Targets
+from workers.run import DELETED, RunRequest, Targets
 
 DEBOUNCE_MS = 400  # group the events of one save (write, rename, chmod) into one batch at most this long
 STEP_MS = 50  # a batch closes after this long with no new event
@@ -201,27 +205,22 @@ class Watcher:
         return True
 
 
-class EmbeddedApply:
-    """Runs in this process: one EmbeddedEngine (the store's writer lock) held for the watcher's life."""
+class EngineApply:
+    """Each watched run through the engine held for the watcher's life, followed to its end."""
 
-    def __init__(self, engine: EmbeddedEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def __call__(self, request: RunRequest, targets: Targets) -> RunSummary:
         return self.engine.run(request, None, targets)
 
 
-class DistributedApply:
-    """Each run enqueued onto the broker for the workers and the writer, and followed to its end."""
-
-    def __init__(self, settings: Settings, notes: Callable[[str], None]) -> None:
-        self.settings = settings
-        self.notes = notes
-
-    def __call__(self, request: RunRequest, targets: Targets) -> RunSummary:
-        from workers.distributed import run_distributed
-
-        result = run_distributed(self.settings, request, targets, lambda _summary: None, self.notes, detach=False)
-        if not isinstance(result, RunSummary):  # never: not detached
-            raise KnowledgeError("a watched run was detached")
-        return result
+@contextmanager
+def watch_lock(settings: Settings) -> Iterator[None]:
+    """<store_dir>/watch.lock held while watching: a second watcher is refused (StoreBusy, exit 75)."""
+    lock = WriteLock(settings.store_dir, WATCH_LOCK_NAME, role="watcher")
+    lock.acquire("knowledge watch")
+    try:
+        yield
+    finally:
+        lock.release()

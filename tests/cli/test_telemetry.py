@@ -1,4 +1,4 @@
-"""Metrics of the embedded shape and of read commands, exported over OTLP by real `knowledge` processes.
+"""Metrics of the in-process shape and of read commands, exported over OTLP by real `knowledge` processes.
 
 An embedded `knowledge index` with embeddings records its embedding requests; `knowledge search`
 records its latency by tier and, with the embeddings server gone, a degraded search. Each process

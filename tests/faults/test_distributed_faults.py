@@ -1,6 +1,6 @@
 """Faults of the distributed shape on real processes: kill -9 of a worker and of the writer mid-run, and
 Redis lost and restarted mid-run (a redis-server of the test's own on a free port, never the shared
-one). Each ends with the same store the embedded default builds and the fault suite's invariants."""
+one). Each ends with the same store the in-process default builds and the fault suite's invariants."""
 
 from __future__ import annotations
 

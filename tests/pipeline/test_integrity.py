@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from config.errors import StoreBusy, StoreDamaged
+from config.errors import StoreDamaged
 from config.settings import Settings
 from pipeline import db, integrity, repair, schema
-from pipeline.lock import WriteLock
 from pipeline.store import Store, compact, reset
 from tests.conftest import damage_store
 from tests.query.stores import DOCS, build_store, store_settings
@@ -98,20 +97,6 @@ def test_garbage_in_the_file_is_reported_as_file_damage_that_rebuild_will_not_pr
     assert not report.ok and report.file_damaged
     with pytest.raises(StoreDamaged, match=r"itself is damaged.*knowledge reset --force.*knowledge index"):
         repair.rebuild_store(settings.db_path)
-
-
-def test_rebuild_exits_busy_while_a_run_holds_the_lock_and_check_says_what_did_not_run(settings: Settings) -> None:
-    lock = WriteLock(settings.store_dir)
-    lock.acquire("a run")
-    try:
-        with pytest.raises(StoreBusy) as caught:
-            repair.rebuild_store(settings.db_path)
-        assert caught.value.exit_code == 75
-        report = integrity.check_store(settings.db_path)
-        assert not report.ok and not report.damaged and not report.complete and report.blocked == "busy"
-        assert [s.name for s in report.steps if s.status == integrity.NOT_RUN] == ["fts"]
-    finally:
-        lock.release()
 
 
 def test_reset_leaves_an_empty_store_with_its_schema_and_counts_what_it_removed(settings: Settings) -> None:

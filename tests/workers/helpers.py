@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from config.settings import Settings
+from workers.engine import InProcessEngine
 from workers.ledger import RunSummary
-from workers.run import EmbeddedEngine, RunRequest
+from workers.run import RunRequest
 
 
 def index(settings: Settings, *paths: str, reindex: bool = False) -> RunSummary:
     """Run one embedded index run and return its summary."""
-    with EmbeddedEngine(settings) as engine:
+    with InProcessEngine(settings) as engine:
         return engine.run(RunRequest(paths=tuple(paths), reindex=reindex))

@@ -1,4 +1,4 @@
-"""Backpressure between ingest and embedding, embedded engine against the slow loopback server."""
+"""Backpressure between ingest and embedding, in-process engine against the slow loopback server."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from tests.workers.test_embed import (
     embed_requests,
     small_files,
 )
+from workers.engine import InProcessEngine
 from workers.ledger import Ledger
-from workers.run import EmbeddedEngine, RunRequest
+from workers.run import RunRequest
 
 LIMIT = 256
 BATCH_FILES = 32  # one-chunk files: one ingest message appends at most 32 chunks
@@ -76,7 +77,8 @@ def test_ingest_waits_at_the_pending_limit_and_every_chunk_still_lands_in_full_b
     files = 64 * 20 + 9
     small_files(workdir, files)
     settings = limited()
-    with EmbeddedEngine(settings) as engine:
+    with InProcessEngine(settings) as engine:
+        engine.start()  # the lock taken, the server probed, the actors started
         server.faults.slow = 0.3  # ~430 chunks/s: embedding is the bottleneck, as with a real model
         with Peaks(engine.ledger) as peaks:
             summary = engine.run(RunRequest())
@@ -103,7 +105,8 @@ def test_a_message_that_finds_the_backlog_full_comes_back_later_and_runs_once(
 
     monkeypatch.setattr(workers.backpressure, "defer", recording_defer)
     settings = limited(max_pending=64)
-    with EmbeddedEngine(settings) as engine:
+    with InProcessEngine(settings) as engine:
+        engine.start()  # the lock taken, the server probed, the actors started
         server.faults.slow = 0.05
         summary = engine.run(RunRequest())
     assert deferred, "the backlog was full at least once"
@@ -129,7 +132,8 @@ def test_messages_redelivered_around_deferral_still_converge(workdir: Path, serv
 
     monkeypatch.setattr(workers.actors, "ingest_batch", ingest_then_die)
     settings = limited(max_pending=64)
-    with EmbeddedEngine(settings) as engine:
+    with InProcessEngine(settings) as engine:
+        engine.start()  # the lock taken, the server probed, the actors started
         server.faults.slow = 0.05
         summary = engine.run(RunRequest())
     assert summary.state == "complete" and summary.counts["added"] == files and summary.counts["failed"] == 0

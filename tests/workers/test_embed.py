@@ -20,7 +20,8 @@ from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
 from tests.workers.conftest import EMBED_DIM as DIM  # the `server` fixture's dimension
 from tests.workers.helpers import index
-from workers.run import EmbeddedEngine, RunRequest
+from workers.engine import InProcessEngine
+from workers.run import RunRequest
 
 
 @pytest.fixture
@@ -121,7 +122,8 @@ def test_a_duplicated_index_fails_the_batch_and_halving_places_every_vector_righ
         workdir: Path, server: EmbedServer, vector_settings) -> None:
     small_files(workdir, 8)
     settings = vector_settings()
-    with EmbeddedEngine(settings) as engine:  # the probe ran; now the server misbehaves
+    with InProcessEngine(settings) as engine:  # the probe ran; now the server misbehaves
+        engine.start()  # the lock taken, the server probed, the actors started
         server.faults.duplicate_index = True
         summary = engine.run(RunRequest())
     assert summary.counts["added"] == 8
@@ -141,7 +143,8 @@ def test_a_malformed_response_fails_its_batch_without_placing_a_vector(
     index(settings)
     before = stored(settings)
     write_tree(workdir, {f"docs/n{i:04d}.md": f"# Note {i}\n\nrewritten {i}\n" for i in range(3)})
-    with EmbeddedEngine(settings) as engine:
+    with InProcessEngine(settings) as engine:
+        engine.start()  # the lock taken, the server probed, the actors started
         setattr(server.faults, fault, True)
         summary = engine.run(RunRequest())
     assert summary.counts["failed"] == 3 and summary.counts["updated"] == 0
@@ -278,7 +281,8 @@ def test_a_server_lost_mid_run_fails_the_waiting_documents_and_the_run_still_end
     index(settings)
     before = stored(settings)
     write_tree(workdir, {f"docs/n{i:04d}.md": f"# Note {i}\n\nrewritten {i}\n" for i in range(5)})
-    with EmbeddedEngine(settings) as engine:  # probed while the server was up
+    with InProcessEngine(settings) as engine:  # probed while the server was up
+        engine.start()  # the lock taken, the server probed, the actors started
         server.stop()
         summary = engine.run(RunRequest())
     assert summary.state == "complete" and summary.counts["failed"] == 5

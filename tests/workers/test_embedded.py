@@ -1,4 +1,4 @@
-"""The embedded default: the same actors in-process on a StubBroker; incremental runs and prune rules."""
+"""The in-process default: the same actors in-process on a StubBroker; incremental runs and prune rules."""
 
 from __future__ import annotations
 

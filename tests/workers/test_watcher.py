@@ -1,4 +1,4 @@
-"""`knowledge watch` embedded: real file events on a temporary tree, applied by one EmbeddedEngine."""
+"""`knowledge watch` in-process: real file events on a temporary tree, applied by one InProcessEngine."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from config.settings import Settings
 from pipeline.store import Store
 from tests.conftest import write_tree
 from workers import watcher as watcher_module
+from workers.engine import InProcessEngine
 from workers.ledger import RunSummary
-from workers.run import EmbeddedEngine, RunRequest, Targets
-from workers.watcher import EmbeddedApply, Watcher
+from workers.run import RunRequest, Targets
+from workers.watcher import EngineApply, Watcher
 
 WAIT_S = 20.0  # the bound on every wait; a healthy run takes well under a second
 
@@ -76,8 +77,8 @@ def started(settings: Settings, check_ms: int = 500) -> Iterator[Running]:
     """A watcher over settings' paths on its own thread, once it watches (after its first full run);
     stopped and waited for on leaving."""
     running = Running(settings)
-    with EmbeddedEngine(settings) as engine:
-        watcher = Watcher(settings, EmbeddedApply(engine), running.report, running.stop, debounce_ms=200,
+    with InProcessEngine(settings) as engine:
+        watcher = Watcher(settings, EngineApply(engine), running.report, running.stop, debounce_ms=200,
                           check_ms=check_ms)
         thread = threading.Thread(target=watcher.run, daemon=True)
         thread.start()
@@ -201,8 +202,8 @@ def test_a_batch_refused_by_a_busy_store_is_applied_later(
     write_tree(workdir, {"docs/a.md": "# A\n\nold\n"})
     settings = make_settings(paths=["docs"])
     running = Running(settings)
-    with EmbeddedEngine(settings) as engine:
-        real = EmbeddedApply(engine)
+    with InProcessEngine(settings) as engine:
+        real = EngineApply(engine)
         refusals = iter([True])
 
         def busy_once(request: RunRequest, targets: Targets) -> RunSummary:
