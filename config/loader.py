@@ -254,6 +254,8 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
                           f"(accepted: {', '.join(SERVABLE_TOOLS)})")
     if not 0 <= mcp.port <= 65535:
         raise ConfigError(f"{where}: knowledge.expose.mcp.port must be between 0 and 65535, got {mcp.port}")
+    if settings.fetch_timeout <= 0:
+        raise ConfigError(f"{where}: knowledge.fetch_timeout must be more than 0 s, got {settings.fetch_timeout:g}")
     if settings.broker is not None:
         problem = broker_url_problem(settings.broker.url)
         if problem:
