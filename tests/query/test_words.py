@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import resource
-import subprocess
 import time
 from pathlib import Path
 
@@ -13,8 +11,8 @@ import pytest
 from pipeline.store import Store
 from query import words
 from query.reader import open_reader
+from tests.conftest import bounded_knowledge
 from tests.query.stores import DOCS, build_store, store_settings
-from tests.workers.cluster import clean_env, knowledge_bin
 
 
 @pytest.fixture(scope="module")
@@ -124,24 +122,15 @@ def test_a_catastrophically_backtracking_pattern_is_answered_or_stopped_never_le
 def test_a_pattern_that_unrolls_beyond_bounds_is_refused_in_one_line_before_it_compiles(workdir: Path) -> None:
     (workdir / "docs").mkdir()
     (workdir / "docs/a.md").write_text("# Words\n\naaaa and some ordinary words\n", encoding="utf-8")
-    assert _bounded(workdir, "index", "docs").returncode == 0
+    assert bounded_knowledge(workdir, "index", "docs").returncode == 0
     started = time.monotonic()
-    done = _bounded(workdir, "words", "(?:a{60000}){60000}")  # 3.6e9 items once the bounded engine unrolls it
+    done = bounded_knowledge(workdir, "words", "(?:a{60000}){60000}")  # 3.6e9 items once the bounded engine unrolls it
     assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr[-400:]
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "repeats too much" in done.stderr, done.stderr
     assert time.monotonic() - started < 10
     for ordinary in ("^ordin", "a{2,}", "(?:a|b){2}"):  # ordinary repeats still answer
-        done = _bounded(workdir, "words", ordinary)
+        done = bounded_knowledge(workdir, "words", ordinary)
         assert done.returncode == 0 and ("ordinary" in done.stdout or "aaaa" in done.stdout), (ordinary, done)
-
-
-def _bounded(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`knowledge ARGS` as a process limited to 1 GiB of address space and 60 s (a failing fix is not a 20 GB one)."""
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-
-    return subprocess.run([*knowledge_bin(), *args], cwd=workdir, env=clean_env(), capture_output=True, text=True,
-                          timeout=60, preexec_fn=limit)
 
 
 def test_words_narrow_by_documents_and_field_sort_by_documents_and_limit(built, run_cli) -> None:
