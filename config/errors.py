@@ -54,6 +54,10 @@ class StoreDamaged(StoreError):
     """The store file or one of its indexes is damaged; `knowledge check` says where, `knowledge rebuild` repairs."""
 
 
+class StoreFull(StoreError):
+    """The store's file system has no room left for a write; the run stops at the first one."""
+
+
 class StoreBusy(StoreError):
     """Another process holds the store's write lock."""
 
