@@ -10,6 +10,9 @@ from workers.ledger.protocol import Outcome
 from workers.payloads import DocumentItem, Item, Skipped, Touch
 from workers.runtime import Runtime
 
+_STOPPED: set[str] = set()
+"""Runs this writer stopped on a full disk: their batches still staged are dropped, not applied."""
+
 
 def apply_item(runtime: Runtime, item: Item) -> Outcome:
     """Apply one payload item; return its (path, outcome, reason)."""
@@ -73,7 +76,7 @@ def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
     batches still staged for a failed run are dropped unapplied.
     """
     staged = runtime.ledger.staged(run_id, key)
-    if staged is not None and runtime.ledger.summary(run_id).state == "failed":
+    if staged is not None and run_id in _STOPPED:
         runtime.ledger.unstage(run_id, key)
         return
     if staged is not None:
@@ -82,6 +85,7 @@ def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
         try:
             outcomes = apply_items(runtime, items)
         except StoreFull as exc:
+            _STOPPED.add(run_id)
             runtime.ledger.unstage(run_id, key)
             runtime.ledger.fail(run_id, str(exc))
             runtime.ledger.run_lock.release(run_id)
