@@ -33,9 +33,18 @@ class Lines:
 
     def __call__(self, event: str, fields: dict[str, object]) -> None:
         if not self.interactive:
-            self.log.info(event, **fields)
+            getattr(self.log, self.level(event, fields))(event, **fields)
             return
         click.echo(clean(self.human(event, fields)), err=True)
+
+    @staticmethod
+    def level(event: str, fields: dict[str, object]) -> str:
+        """The log level of an event: error for a failed watcher or run, warning for what waits or was skipped."""
+        if event == "watcher-error" or (event == "run" and "error" in fields):
+            return "error"
+        if event in ("root-unreadable", "busy") or (event == "run" and fields.get("failed")):
+            return "warning"
+        return "info"
 
     @staticmethod
     def human(event: str, fields: dict[str, object]) -> str:

@@ -58,6 +58,10 @@ class StoreReadOnly(StoreError):
     """The store's directory is on a read-only file system: reads work, writes cannot."""
 
 
+class StoreFull(StoreError):
+    """The store's file system has no room left for a write; the run stops at the first one."""
+
+
 class StoreBusy(StoreError):
     """Another process holds the store's write lock."""
 

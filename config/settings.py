@@ -101,6 +101,9 @@ class Settings:
     urls: tuple[str, ...] = field(
         default=(), metadata=_help("Web pages (http/https) `knowledge index` fetches, converts and indexes.")
     )
+    fetch_timeout: float = field(
+        default=30.0, metadata=_help("Deadline of one web page's whole fetch in seconds (`30s` works too).")
+    )
     directory: str = field(
         default="", metadata=_help("Store directory; absolute is used as is, relative is under the store base.")
     )

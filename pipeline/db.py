@@ -9,6 +9,7 @@ and a symlink at any of them is refused.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import stat
@@ -45,6 +46,16 @@ def is_damage(exc: BaseException) -> bool:
     code = str(getattr(exc, "sqlite_errorname", "") or "")
     text = str(exc).lower()
     return code.startswith(_DAMAGE_CODES) or any(word in text for word in _DAMAGE_WORDS)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True when a write failed for want of space on the store's file system (SQLITE_FULL, ENOSPC)."""
+    if isinstance(exc, OSError):
+        return exc.errno == errno.ENOSPC
+    if not isinstance(exc, sqlite.DatabaseError):
+        return False
+    code = str(getattr(exc, "sqlite_errorname", "") or "")
+    return code.startswith("SQLITE_FULL") or "database or disk is full" in str(exc).lower()
 
 
 def damaged(where: object, exc: BaseException | str) -> StoreDamaged:

@@ -2,23 +2,27 @@
 
 Only an ingest worker fetches (the CLI that plans a run never does), so pages are indexed the same
 way in the in-process and the distributed shapes. A fetch is bounded: a 10 s timeout per network
-operation and 30 s in all, at most 5 redirects (each to http or https only), at most 512 KiB of
-body (decoded). HTML (text/html, application/xhtml+xml) is converted by pipeline.html_text;
-text/markdown and text/plain bodies are indexed as they are; other content types are skipped.
+operation and 30 s in all (knowledge.fetch_timeout), kept on the clock by a watchdog that shuts the
+fetch's sockets at the deadline however slowly the bytes arrive; at most 5 redirects (each to http
+or https only), at most 512 KiB of body (decoded). HTML (text/html, application/xhtml+xml) is
+converted by pipeline.html_text; text/markdown and text/plain bodies are indexed as they are; other
+content types are skipped.
 The document's sha256 is the hash of the text indexed (title included), so a page whose markup
 or scripts change but whose text does not is unchanged. `size` holds the body's byte length and
 `mtime_ns` its Last-Modified time (0 when the server sends none), which the next run sends back
-as If-Modified-Since. Every httpx error is translated here into FetchError or FileSkipped.
-"""
+as If-Modified-Since. Every httpx error is translated here into FetchError or FileSkipped."""
 
 from __future__ import annotations
 
 import codecs
 import hashlib
 import re
+import socket
+import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from urllib.parse import urljoin, urlsplit
@@ -78,8 +82,9 @@ def url_jobs(urls: Iterable[str], stored: dict[str, StoredStat], reindex: bool,
     return jobs
 
 
-def ingest_url(job: FileJob, force: bool = False, client: httpx.Client | None = None) -> Document | PageUnchanged:
-    """Fetch, convert, hash and chunk the page job.path names.
+def ingest_url(job: FileJob, force: bool = False, client: httpx.Client | None = None,
+               total_seconds: float = TOTAL_SECONDS) -> Document | PageUnchanged:
+    """Fetch (within total_seconds in all), convert, hash and chunk the page job.path names.
 
     Returns PageUnchanged when the server answers 304 or the text's hash equals the stored one
     (and force is off). Raises FileSkipped (not HTML or text, too large, binary) or FetchError.
@@ -88,9 +93,9 @@ def ingest_url(job: FileJob, force: bool = False, client: httpx.Client | None = 
     since = job.mtime_ns if conditional else 0
     if client is None:
         with new_client() as own:
-            response = fetch(own, job.path, since)
+            response = fetch(own, job.path, since, total_seconds)
     else:
-        response = fetch(client, job.path, since)
+        response = fetch(client, job.path, since, total_seconds)
     if response is None:
         return PageUnchanged(job.size, job.mtime_ns)
     title, text = page_text(response, job.path)
@@ -109,17 +114,78 @@ def new_client() -> httpx.Client:
     return httpx.Client(timeout=TIMEOUT, follow_redirects=False, headers={"User-Agent": USER_AGENT})
 
 
-def fetch(client: httpx.Client, url: str, if_modified_since_ns: int = 0) -> Response | None:
-    """GET url, following up to MAX_REDIRECTS http(s) redirects; None on 304 Not Modified."""
+def fetch(client: httpx.Client, url: str, if_modified_since_ns: int = 0,
+          total_seconds: float = TOTAL_SECONDS) -> Response | None:
+    """GET url, following up to MAX_REDIRECTS http(s) redirects, all within total_seconds; None on 304."""
+    watchdog = _Watchdog(total_seconds)
+    with watchdog:
+        try:
+            return _fetch(client, url, if_modified_since_ns, watchdog)
+        except FetchError:
+            if watchdog.fired.is_set():
+                raise FetchError(f"took longer than {total_seconds:g} s in all (knowledge.fetch_timeout)") from None
+            raise
+
+
+@dataclass
+class _Watchdog:
+    """Shuts every socket the fetch opened once its deadline passes, so no trickle of bytes outlives it."""
+
+    seconds: float
+    deadline: float = 0.0
+    fired: threading.Event = field(default_factory=threading.Event)
+    _sockets: list[socket.socket] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _timer: threading.Timer | None = None
+
+    def __enter__(self) -> _Watchdog:
+        self.deadline = time.monotonic() + self.seconds
+        self._timer = threading.Timer(self.seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def trace(self, event: str, info: dict[str, object]) -> None:
+        """httpcore's trace hook: remember the socket of each connection this fetch opens."""
+        if event != "connection.connect_tcp.complete":
+            return
+        stream = info.get("return_value")
+        sock = getattr(stream, "get_extra_info", lambda _name: None)("socket")
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._sockets.append(sock)
+            if self.fired.is_set():
+                self._fire()
+
+    def timeout(self) -> httpx.Timeout:
+        """The per-operation timeout, never longer than what is left of the deadline."""
+        left = max(0.01, self.deadline - time.monotonic())
+        connect, read, write, pool = (left if t is None else min(t, left) for t in
+                                      (TIMEOUT.connect, TIMEOUT.read, TIMEOUT.write, TIMEOUT.pool))
+        return httpx.Timeout(read, connect=connect, read=read, write=write, pool=pool)
+
+    def _fire(self) -> None:
+        self.fired.set()
+        with self._lock:
+            for sock in self._sockets:
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _fetch(client: httpx.Client, url: str, if_modified_since_ns: int, watchdog: _Watchdog) -> Response | None:
     headers = {"Accept": "text/html, application/xhtml+xml, text/markdown, text/plain;q=0.9, */*;q=0.1"}
     if if_modified_since_ns > 0:
         stamp = datetime.fromtimestamp(if_modified_since_ns / 1e9, tz=UTC)
         headers["If-Modified-Since"] = format_datetime(stamp, usegmt=True)
-    deadline = time.monotonic() + TOTAL_SECONDS
     current = url
     for _ in range(MAX_REDIRECTS + 1):
         try:
-            with client.stream("GET", current, headers=headers) as response:
+            with client.stream("GET", current, headers=headers, timeout=watchdog.timeout(),
+                               extensions={"trace": watchdog.trace}) as response:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
                     current = _redirect_target(current, response.headers["location"])
                     continue
@@ -128,7 +194,7 @@ def fetch(client: httpx.Client, url: str, if_modified_since_ns: int = 0) -> Resp
                 if not response.is_success:
                     raise FetchError(f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
                                      + _via(url, current))
-                return _read(response, deadline)
+                return _read(response, watchdog)
         except httpx.TimeoutException as exc:
             raise FetchError(f"timed out ({type(exc).__name__}){_via(url, current)}") from exc
         except httpx.ConnectError as exc:
@@ -149,7 +215,7 @@ def _redirect_target(current: str, location: str) -> str:
     return target.split("#", 1)[0]
 
 
-def _read(response: httpx.Response, deadline: float) -> Response:
+def _read(response: httpx.Response, watchdog: _Watchdog) -> Response:
     media_type, charset = _content_type(response.headers.get("content-type", ""))
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -157,12 +223,15 @@ def _read(response: httpx.Response, deadline: float) -> Response:
     if media_type and media_type not in HTML_TYPES | TEXT_TYPES:
         raise FileSkipped(f"not HTML or text (Content-Type: {media_type})")
     body = bytearray()
-    for piece in response.iter_bytes(65536):
+    for piece in response.iter_bytes():  # each piece as it arrives: the deadline is checked however small
         body += piece
         if len(body) > MAX_BODY_BYTES:
             raise FileSkipped(f"too large (over {MAX_BODY_BYTES} bytes)")
-        if time.monotonic() > deadline:
-            raise FetchError(f"took longer than {TOTAL_SECONDS:.0f} s")
+        if time.monotonic() > watchdog.deadline:
+            watchdog.fired.set()
+            break
+    if watchdog.fired.is_set():  # a body the watchdog's shutdown ended early is cut short, not whole
+        raise FetchError(f"took longer than {watchdog.seconds:g} s")
     return Response(bytes(body), media_type, charset, _last_modified_ns(response.headers.get("last-modified")))
 
 

@@ -8,19 +8,29 @@
 - queries: BEIR `queries.jsonl` (`{"_id", "text"}` per line; other keys ignored) or TSV
   `qid<TAB>text`; the first line that is not blank decides which.
 
-Every malformed line is a UsageError naming `file:line` and what is wrong with it.
+Every malformed line is a UsageError naming `file:line` and what is wrong with it. Files are read
+a line at a time, and bounded: a line of at most MAX_LINE_BYTES, a JSON line nested at most
+MAX_DEPTH deep, at most MAX_LINES lines (so /dev/zero or a cases line of 100,000 `[` is one
+`file:line` error, not a RecursionError or a process growing until the kernel kills it).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from config.errors import UsageError
 
 # {query id: {document id: graded relevance}}
 Qrels = dict[str, dict[str, int]]
+
+MAX_LINE_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_LINES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -32,19 +42,69 @@ class Case:
     expect: str
 
 
-def _lines(path: Path) -> list[tuple[int, str]]:
-    """(1-based line number, stripped text) of the lines of path that are neither blank nor `#` comments."""
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, stripped text) of the lines of path that are neither blank nor `#` comments.
+
+    Streamed; UsageError naming file:line for a line over MAX_LINE_BYTES, past MAX_LINES, or not UTF-8.
+    """
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        with Path(path).open("rb") as handle:
+            yield from _numbered(path, handle)
+    except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc}") from exc
-    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1)
-            if line.strip() and not line.strip().startswith("#")]
+
+
+def _numbered(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
+    for number in range(1, MAX_LINES + 2):
+        raw = handle.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if number > MAX_LINES:
+            raise UsageError(f"{path}:{number}: more than {MAX_LINES:,} lines")
+        if len(raw) > MAX_LINE_BYTES:
+            raise UsageError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes")
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{path}:{number}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        if line and not line.startswith("#"):
+            yield number, line
+
+
+def _depth(line: str) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings not counted)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    return deepest
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _json_object(path: Path, number: int, line: str) -> dict[str, object]:
+    if _depth(line) > MAX_DEPTH:
+        raise UsageError(f"{path}:{number}: JSON nested deeper than {MAX_DEPTH} levels")
     try:
         value = json.loads(line)
+    except RecursionError:
+        raise UsageError(f"{path}:{number}: JSON nested too deep") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}:{number}: not a JSON object ({exc.msg})") from exc
     if not isinstance(value, dict):
@@ -87,8 +147,7 @@ def _int(text: str) -> int | None:
 def read_qrels(path: Path) -> Qrels:
     """{query id: {document id: relevance}} of a TREC or BEIR qrels file (a repeated pair keeps its last grade)."""
     qrels: Qrels = {}
-    lines = _lines(path)
-    for index, (number, line) in enumerate(lines):
+    for index, (number, line) in enumerate(_lines(path)):
         fields = _split(line)
         relevance = _int(fields[-1])
         if relevance is None and index == 0 and len(fields) in (3, 4):
@@ -107,10 +166,11 @@ def read_qrels(path: Path) -> Qrels:
 
 def read_queries(path: Path) -> dict[str, str]:
     """{query id: text} of a BEIR queries.jsonl or a `qid<TAB>text` file."""
-    lines = _lines(path)
     queries: dict[str, str] = {}
-    as_json = bool(lines) and lines[0][1].startswith("{")
-    for number, line in lines:
+    as_json: bool | None = None
+    for number, line in _lines(path):
+        if as_json is None:
+            as_json = line.startswith("{")
         if as_json:
             value = _json_object(path, number, line)
             qid, text = _text_field(path, number, value, "_id"), _text_field(path, number, value, "text")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -116,3 +119,21 @@ def big_corpus_store(big_corpus: Path, tmp_path_factory: pytest.TempPathFactory)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["added"] == CORPUS_FILES
     return base
+
+
+def bounded_knowledge(cwd: Path, *args: str, memory: int = 1 << 30, timeout: float = 60
+                      ) -> subprocess.CompletedProcess[str]:
+    """`knowledge ARGS` as a process in cwd, limited to `memory` bytes of address space and `timeout` s.
+
+    For hostile inputs: a fix that fails shows as an error of its own, not as a test process of 20 GB.
+    """
+    script = Path(sys.executable).with_name("knowledge")
+    command = [str(script)] if script.exists() else [sys.executable, "-c", "from cli import main; main()"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KNOWLEDGE_", "OTEL_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=limit)

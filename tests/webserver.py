@@ -24,6 +24,8 @@ class Page:
     last_modified: float | None = None  # seconds since the epoch
     delay: float = 0.0
     send_length: bool = True  # False: no Content-Length, the body ends when the connection closes
+    drip: float = 0.0  # > 0: send the body one byte at a time, this many seconds apart (a slow-drip server)
+    drip_headers: bool = False  # with drip: the status line and headers drip too
 
 
 class WebSite:
@@ -43,6 +45,11 @@ class WebSite:
                     return
                 if page.delay:
                     time.sleep(page.delay)
+                if page.drip and page.drip_headers:
+                    head = (f"HTTP/1.1 {page.status} OK\r\nContent-Length: {len(page.body)}\r\n"
+                            f"Content-Type: {page.content_type}\r\n\r\n").encode()
+                    self._drip(head + page.body, page.drip)
+                    return
                 since = self.headers.get("If-Modified-Since")
                 if (page.last_modified is not None and since
                         and parsedate_to_datetime(since).timestamp() >= int(page.last_modified)):
@@ -59,8 +66,19 @@ class WebSite:
                 if page.send_length:
                     self.send_header("Content-Length", str(len(page.body)))
                 self.end_headers()
+                if page.drip:
+                    self._drip(page.body, page.drip)
+                    return
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(page.body)
+
+            def _drip(self, data: bytes, interval: float) -> None:
+                """Write data a byte at a time, interval apart, until done or the client is gone."""
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    for i in range(len(data)):
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(interval)
 
             def log_message(self, *args: object) -> None:
                 pass

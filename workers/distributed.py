@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 
 import redis
@@ -164,6 +165,8 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
         try:
             holder = ledger.run_lock.acquire(run_id, LOCK_TTL_MS)
         except redis.RedisError as exc:
+            if out_of_memory(exc):
+                raise full_broker(ledger, url, exc, "taking the run lock") from None
             raise BrokerError(f"broker at {url} failed: {exc}") from None
         if holder is not None:
             raise RunInProgress(
@@ -189,6 +192,9 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
                     span.set_attribute(f"knowledge.{name}", count)
                 return summary
         except redis.RedisError as exc:
+            if out_of_memory(exc):  # Redis is up and full: say so, and free the run lock at once
+                _stop_quietly(ledger, run_id, f"Redis is out of memory: {exc}")
+                raise full_broker(ledger, url, exc, f"during run {run_id}; the run did not finish") from None
             raise BrokerError(
                 f"lost the broker at {url} during run {run_id}: {exc}; re-run `knowledge index` once Redis is back"
             ) from None
@@ -203,6 +209,34 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
             raise
     finally:
         _close_quietly(broker)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """True when Redis refused a command because it is at maxmemory (an OOM error, not a lost connection)."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or "used memory > 'maxmemory'" in str(exc)
+
+
+def full_broker(ledger: RedisLedger, url: str, exc: BaseException, during: str) -> BrokerError:
+    """The one line for a Redis at maxmemory: its memory, its limit and its eviction policy, and the way out."""
+    state = ""
+    try:
+        info = ledger.client.info("memory")
+        state = (f" (used {info.get('used_memory_human', '?')} of maxmemory {info.get('maxmemory_human', '?')}, "
+                 f"policy {info.get('maxmemory_policy', '?')})")
+    except redis.RedisError:
+        pass
+    return BrokerError(
+        f"Redis at {url} is up but out of memory{state} and refused a write {during}: {exc} Raise its maxmemory "
+        "or free memory (an evicting policy would drop queued work; keep noeviction), then re-run `knowledge index`"
+    )
+
+
+def _stop_quietly(ledger: RedisLedger, run_id: str, error: str) -> None:
+    """Mark the run failed and release its lock, as far as a full Redis allows (DEL is allowed, HSET may not be)."""
+    with suppress(redis.RedisError):
+        ledger.fail(run_id, error)
+    with suppress(redis.RedisError):
+        ledger.run_lock.release(run_id)
 
 
 def _release_quietly(ledger: RedisLedger, run_id: str) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from config.errors import FileSkipped, PipelineError
 from config.urls import is_web_path
 from pipeline.files import ingest_file
-from pipeline.models import FileJob
-from pipeline.web import PageUnchanged, ingest_url
+from pipeline.models import Document, FileJob
+from pipeline.web import TOTAL_SECONDS, PageUnchanged, ingest_url
 from workers import backpressure, embed, payloads
 from workers.backpressure import Verdict
 from workers.payloads import DocumentItem, Failed, Item, Skipped, Touch
@@ -22,10 +22,13 @@ def batch_key(files: list[list[Any]]) -> str:
     return f"b-{digest[:20]}"
 
 
-def ingest_item(job: FileJob, force: bool) -> Item:
+def ingest_item(job: FileJob, force: bool, fetch_seconds: float = TOTAL_SECONDS) -> Item:
     """One file's payload item for the writer: a document, a touch, a skip or a failure."""
     try:
-        result = ingest_url(job, force=force) if is_web_path(job.path) else ingest_file(job, force=force)
+        if is_web_path(job.path):
+            result: Document | PageUnchanged | str = ingest_url(job, force=force, total_seconds=fetch_seconds)
+        else:
+            result = ingest_file(job, force=force)
     except FileSkipped as exc:
         return Skipped(job.path, str(exc))
     except PipelineError as exc:
@@ -58,7 +61,7 @@ def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: b
         elif not backpressure.writer_room(runtime, run_id):
             backpressure.defer(runtime, run_id, files, force)
             return None
-        items = [ingest_item(FileJob.from_wire(f), force) for f in files]
+        items = [ingest_item(FileJob.from_wire(f), force, runtime.settings.fetch_timeout) for f in files]
         noted = [(i.path, i.document.front_matter_error) for i in items
                  if isinstance(i, DocumentItem) and i.document.front_matter_error]
         if noted:  # indexed as text all the same; the run summary lists why its fields were not kept

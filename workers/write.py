@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from config.errors import KnowledgeError
+from config.errors import KnowledgeError, StoreFull
 from config.observability import tracer
-from pipeline.db import DatabaseError
+from pipeline.db import DatabaseError, is_disk_full
 from workers import embed, payloads, tally
 from workers.ledger.protocol import Outcome
 from workers.payloads import DocumentItem, Item, Skipped, Touch
 from workers.runtime import Runtime
+
+_STOPPED: set[str] = set()
+"""Runs this writer stopped on a full disk: their batches still staged are dropped, not applied."""
 
 
 def apply_item(runtime: Runtime, item: Item) -> Outcome:
@@ -25,9 +28,20 @@ def apply_item(runtime: Runtime, item: Item) -> Outcome:
             return item.path, "unchanged", None
         if isinstance(item, Skipped):  # no longer indexable: its old text is not what the file says now
             store.forget(item.path)
-    except (KnowledgeError, DatabaseError) as exc:
+    except (KnowledgeError, DatabaseError, OSError) as exc:
+        if is_disk_full(exc):
+            raise disk_full(runtime, exc) from exc
+        if isinstance(exc, OSError):
+            raise
         return item.path, "failed", f"store write failed: {exc}"
     return item.path, item.outcome, item.reason
+
+
+def disk_full(runtime: Runtime, exc: BaseException) -> StoreFull:
+    """The one line a run stops with when the store's file system is full."""
+    return StoreFull(f"the file system holding the store {runtime.settings.db_path} is full ({exc}); the run "
+                     "stopped at the first write that did not fit, keeping every document written before it "
+                     "(the store is consistent): free space there and re-run knowledge index")
 
 
 def apply_items(runtime: Runtime, items: list[Item]) -> list[Outcome]:
@@ -43,7 +57,11 @@ def apply_items(runtime: Runtime, items: list[Item]) -> list[Outcome]:
         started = tally.timed_write()
         try:
             outcomes = runtime.writer_store().apply_group([item.document for _, item in documents])
-        except (KnowledgeError, DatabaseError):
+        except (KnowledgeError, DatabaseError, OSError) as exc:
+            if is_disk_full(exc):  # trying each document alone would only fail each the same way
+                raise disk_full(runtime, exc) from exc
+            if isinstance(exc, OSError):
+                raise
             outcomes = []  # rolled back: each document is tried alone below
         if outcomes:
             tally.write_seconds(started, len(documents))
@@ -52,12 +70,26 @@ def apply_items(runtime: Runtime, items: list[Item]) -> list[Outcome]:
 
 
 def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
-    """Apply a staged batch (a no-op if it was already applied), then try to finish the run."""
+    """Apply a staged batch (a no-op if it was already applied), then try to finish the run.
+
+    A full disk fails the run at once with one line (StoreFull) and releases its run lock; the
+    batches still staged for a failed run are dropped unapplied.
+    """
     staged = runtime.ledger.staged(run_id, key)
+    if staged is not None and run_id in _STOPPED:
+        runtime.ledger.unstage(run_id, key)
+        return
     if staged is not None:
         embed.prepare_writer(runtime, run_id)
         items = embed.attach_vectors(runtime, run_id, key, payloads.from_wire(staged))
-        outcomes = apply_items(runtime, items)
+        try:
+            outcomes = apply_items(runtime, items)
+        except StoreFull as exc:
+            _STOPPED.add(run_id)
+            runtime.ledger.unstage(run_id, key)
+            runtime.ledger.fail(run_id, str(exc))
+            runtime.ledger.run_lock.release(run_id)
+            return
         runtime.ledger.record(run_id, outcomes)
         tally.count_outcomes(outcomes, "ingest")
         tally.count_chunks(sum(len(item.document.chunks) for item in items if isinstance(item, DocumentItem)))

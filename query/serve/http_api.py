@@ -46,10 +46,18 @@ MCP_PATH = "/mcp"
 
 
 def host_name(header: str) -> str:
-    """The host part of a Host header value, lowercased, without port or IPv6 brackets."""
+    """The host part of a Host header value, lowercased, without port or IPv6 brackets.
+
+    A bracketed address followed by anything but `:port` (`[::1]evil.example`), or without its
+    closing bracket, is returned whole, so it matches no allowed name.
+    """
     value = header.strip().lower()
     if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value[1:]
+        close = value.find("]")
+        rest = value[close + 1:] if close > 0 else None
+        if rest is not None and (rest == "" or (rest[0] == ":" and rest[1:].isdigit()) or rest == ":"):
+            return value[1:close]
+        return value
     name, sep, port = value.rpartition(":")
     return name if sep and port.isdigit() and ":" not in name else value
 

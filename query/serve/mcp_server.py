@@ -4,7 +4,8 @@ A tool is served only when it declares itself servable and the operator names it
 knowledge.expose.mcp.builtins (query.tools.exposure). Nothing that writes is registered. A missing
 index never stops the server: each call opens the store afresh and answers index_not_built with
 the fix until an index exists. Over stdio, stdout carries only protocol messages; logs and warnings
-go to stderr.
+go to stderr, and a line that is not JSON (or not a JSON-RPC message) is answered with a JSON-RPC
+error (-32700 parse error, -32600 invalid request, id null) where the SDK alone answers nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +16,19 @@ import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio
 from mcp.server import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import Field
 
 from config.settings import Settings
@@ -116,4 +128,42 @@ def _warn(message: str) -> None:
 
 def serve_stdio(settings: Settings) -> None:
     """Serve the exposed tools over stdio until the client closes the stream."""
-    build_server(settings).run("stdio")
+    anyio.run(_run_stdio, build_server(settings))
+
+
+async def _run_stdio(server: MCPServer) -> None:
+    """MCPServer.run_stdio_async, with every line the SDK could not read answered by a JSON-RPC error."""
+    lowlevel = server._lowlevel_server  # private: the SDK offers no public hook for unreadable lines
+    async with stdio_server() as (read_stream, write_stream):
+        inbound, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def relay() -> None:
+            async with inbound:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        if not _blank(item):
+                            await write_stream.send(SessionMessage(unreadable(item)))
+                    else:
+                        await inbound.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(relay)
+            await lowlevel.run(server_reads, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+def _blank(exc: Exception) -> bool:
+    """Whether the unreadable line was only whitespace (skipped, as a stream's stray newline)."""
+    errors = getattr(exc, "errors", None)
+    found = errors() if callable(errors) else []
+    return bool(found) and all(isinstance(e.get("input"), str) and not e["input"].strip() for e in found)
+
+
+def unreadable(exc: Exception) -> JSONRPCError:
+    """The answer to a line that is not JSON (-32700) or not a JSON-RPC message (-32600), with id null."""
+    errors = getattr(exc, "errors", None)
+    kinds = {e.get("type") for e in errors()} if callable(errors) else set()
+    if "json_invalid" in kinds or not kinds:
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="Parse error"))
+    return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+        code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 request, notification or response"))

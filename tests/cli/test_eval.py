@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_tree
+from tests.conftest import bounded_knowledge, write_tree
 from tests.embedserver import EmbedServer
 
 Run = Callable[..., tuple[int, str, str]]
@@ -89,6 +89,25 @@ def test_a_malformed_case_is_a_usage_error_naming_file_and_line(store: Path, run
     code, out, err = run_cli("eval", "--cases", "eval/bad.jsonl")
     assert code == 2 and "eval/bad.jsonl:2: 'expect' must be a non-empty string" in err
     assert "PASS" not in out and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("option", "name", "content"), [
+    ("--cases", "eval/deep.jsonl", '{"query": "a", "expect": "b"}\n' + "[" * 100_000 + "]" * 100_000 + "\n"),
+    ("--cases", "eval/nested.jsonl",
+     '{"query": "a", "expect": "b"}\n{"query": "a", "expect": "b", "more": ' + "[" * 100 + "]" * 100 + "}\n"),
+    ("--cases", "eval/long.jsonl", '{"query": "a", "expect": "b"}\n{"query": "' + "x" * (2 << 20) + '"}\n'),
+    ("--qrels", "/dev/zero", ""),
+], ids=["nested-100000", "nested-100", "line-2MiB", "dev-zero"])
+def test_hostile_eval_input_is_a_usage_error_naming_file_and_line(store: Path, option: str, name: str,
+                                                                   content: str) -> None:
+    if content:
+        write_tree(store, {name: content})
+    extra = ("--queries", "eval/queries.tsv") if option == "--qrels" else ()
+    done = bounded_knowledge(store, "eval", option, name, *extra, memory=1 << 30, timeout=60)
+    assert "Traceback" not in done.stderr and "Error:" not in done.stderr, done.stderr[-400:]
+    line = 1 if name == "/dev/zero" else 2
+    assert done.returncode == 2 and done.stderr.startswith(f"knowledge: error: {name}:{line}: "), done.stderr[-400:]
+    assert done.stderr.count("\n") == 1, done.stderr
 
 
 def test_qrels_print_ndcg_recall_and_mrr_over_the_judged_queries(store: Path, run_cli: Run) -> None:

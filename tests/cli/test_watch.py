@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shutil
 import signal
 import subprocess
 import threading
@@ -155,6 +156,29 @@ def test_distributed_the_watcher_enqueues_runs_for_the_worker_and_the_writer(clu
     assert watching.stop() == 0
     runs = cluster.ledger().recent(10)
     assert all(r.state == "complete" for r in runs), [r.to_json() for r in runs]
+
+
+def test_watcher_trouble_is_logged_as_a_warning_or_an_error_not_info(tree: tuple[Path, dict[str, str],
+                                                                                  list[Watching]]) -> None:
+    base, env, started = tree
+    watching = start_watching(base, env, started)
+    assert watching.wait_for(event("run"), "first run")["level"] == "info"
+    shutil.rmtree(base / "docs")  # the root is gone: the watcher says so, and waits for it
+    trouble = watching.wait_for(lambda r: r.get("event") in ("root-unreadable", "watcher-error"), "the lost root")
+    assert trouble["level"] in ("warning", "error"), trouble
+    assert watching.stop() == 0
+
+
+def test_the_log_level_of_each_watcher_event() -> None:
+    from cli.watch import Lines
+
+    assert Lines.level("watcher-error", {"error": "inotify failed"}) == "error"
+    assert Lines.level("run", {"changed": 1, "error": "the store is damaged"}) == "error"
+    assert Lines.level("run", {"changed": 2, "state": "complete", "failed": 1}) == "warning"
+    assert Lines.level("root-unreadable", {"root": "docs", "retry_s": 1}) == "warning"
+    assert Lines.level("busy", {"retry_s": 2}) == "warning"
+    assert Lines.level("run", {"changed": 1, "state": "complete", "failed": 0}) == "info"
+    assert Lines.level("watching", {"roots": ["docs"]}) == "info"
 
 
 def test_terminal_lines_say_what_each_run_did() -> None:

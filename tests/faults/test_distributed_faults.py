@@ -63,9 +63,10 @@ def test_sigkilled_worker_and_writer_lose_nothing(cluster: Cluster, big_corpus: 
 class PrivateRedis:
     """A redis-server of one test's own on a free port, to kill and restart empty."""
 
-    def __init__(self, binary: str, workdir: Path) -> None:
+    def __init__(self, binary: str, workdir: Path, *args: str) -> None:
         self.binary = binary
         self.workdir = workdir
+        self.args = args  # more redis-server options, such as --maxmemory
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -76,7 +77,7 @@ class PrivateRedis:
         """Start the server (no persistence) and wait until it answers (bounded)."""
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--dir", str(self.workdir), *self.args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
         deadline = time.monotonic() + 10
         try:
@@ -98,15 +99,20 @@ class PrivateRedis:
             self.proc.wait(timeout=10)
 
 
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    """A PrivateRedis, started; killed after the test."""
+def redis_binary() -> str:
+    """The redis-server to start (skip without one; in CI, fail: these tests must run)."""
     binary = shutil.which("redis-server")
     if binary is None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("redis-server is not installed (CI=true: the Redis-loss test must run)")
         pytest.skip("redis-server is not installed")
-    server = PrivateRedis(binary, tmp_path)
+    return binary
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A PrivateRedis, started; killed after the test."""
+    server = PrivateRedis(redis_binary(), tmp_path)
     server.start()
     yield server
     server.kill()

@@ -82,7 +82,8 @@ def test_every_route_but_healthz_needs_the_bearer_token(served: str) -> None:
     [
         ("127.0.0.1", 200), ("localhost:8080", 200), ("[::1]:9", 200), ("docs.internal", 200),
         ("docs.internal:443", 200), ("evil.example", 421), ("127.0.0.1.evil.example", 421),
-        ("localhost.evil.example:80", 421), ("", 421),
+        ("localhost.evil.example:80", 421), ("", 421), ("[::1]", 200), ("[::1]evil.example", 421),
+        ("[::1]:9evil.example", 421), ("[::1].evil.example:80", 421), ("[::1", 421),
     ],
 )
 def test_the_host_header_must_name_this_server(served: str, host: str, code: int) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -173,3 +175,30 @@ def test_streamable_http_serves_the_allowlisted_tool_behind_the_token(
     headers = {"Authorization": f"Bearer {token}"}
     assert httpx.get(f"{base}/v1/match", params={"q": "x"}, headers=headers, timeout=5).status_code == 404
     assert httpx.post(f"{base}/v1/index", headers=headers, timeout=5).status_code in (404, 405)
+
+
+def test_stdio_answers_an_unreadable_line_with_a_json_rpc_error_and_keeps_serving(tmp_path: Path, store: Path
+                                                                                   ) -> None:
+    config = write_config(tmp_path, store, expose={"mcp": {"builtins": BOTH}})
+    proc = subprocess.Popen([KNOWLEDGE, "--config", str(config), "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        lines = [b"this is {not json", b"", b'{"neither": "json-rpc"}', json.dumps(initialize).encode()]
+        proc.stdin.write(b"\n".join(lines) + b"\n")
+        answers = [_line(proc.stdout) for _ in range(3)]
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    errors = [a for a in answers if "error" in a]
+    assert [(e["id"], e["error"]["code"]) for e in errors] == [(None, -32700), (None, -32600)], answers
+    assert [a["id"] for a in answers if "result" in a] == [1], answers  # the server still serves
+
+
+def _line(stream: Any) -> dict[str, Any]:
+    """The next JSON line of a process's (unbuffered) stdout, within TIMEOUT s."""
+    ready, _, _ = select.select([stream], [], [], TIMEOUT)
+    assert ready, "no answer"
+    return dict(json.loads(stream.readline()))

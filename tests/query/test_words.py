@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from pipeline.store import Store
 from query import words
 from query.reader import open_reader
+from tests.conftest import bounded_knowledge
 from tests.query.stores import DOCS, build_store, store_settings
 
 
@@ -115,6 +117,20 @@ def test_a_catastrophically_backtracking_pattern_is_answered_or_stopped_never_le
     assert err.count("\n") == 1 and "took over 0.3 s" in err and "Traceback" not in out + err
     code, out, _ = run_cli("words", "^ordin")  # an ordinary pattern still answers
     assert code == 0 and "ordinary" in out
+
+
+def test_a_pattern_that_unrolls_beyond_bounds_is_refused_in_one_line_before_it_compiles(workdir: Path) -> None:
+    (workdir / "docs").mkdir()
+    (workdir / "docs/a.md").write_text("# Words\n\naaaa and some ordinary words\n", encoding="utf-8")
+    assert bounded_knowledge(workdir, "index", "docs").returncode == 0
+    started = time.monotonic()
+    done = bounded_knowledge(workdir, "words", "(?:a{60000}){60000}")  # 3.6e9 items once the bounded engine unrolls it
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr[-400:]
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "repeats too much" in done.stderr, done.stderr
+    assert time.monotonic() - started < 10
+    for ordinary in ("^ordin", "a{2,}", "(?:a|b){2}"):  # ordinary repeats still answer
+        done = bounded_knowledge(workdir, "words", ordinary)
+        assert done.returncode == 0 and ("ordinary" in done.stdout or "aaaa" in done.stdout), (ordinary, done)
 
 
 def test_words_narrow_by_documents_and_field_sort_by_documents_and_limit(built, run_cli) -> None:
