@@ -22,26 +22,23 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from config.loader import load_settings  # noqa: E402
-from pipeline.vectors import from_blob  # noqa: E402
-from query import metrics  # noqa: E402
-from query.judgments import read_qrels, read_queries  # noqa: E402
-from query.lexical import search_ids  # noqa: E402
-from query.reader import Reader  # noqa: E402
-from query.terms import build_query  # noqa: E402
-from query.vector import embed_query, knn, query_identity  # noqa: E402
+from bench.lib.paths import CRANFIELD
+from config.loader import load_settings
+from pipeline.vectors import from_blob
+from query import metrics
+from query.judgments import read_qrels, read_queries
+from query.lexical import search_ids
+from query.reader import Reader
+from query.terms import build_query
+from query.vector import embed_query, knn, query_identity
 
 DEPTH = 100
-DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "cranfield"  # as bench/cranfield.py; --data
+DATA = CRANFIELD  # --data
 Scored = list[tuple[int, float]]  # (chunk id, score) best first, higher better
 Fuser = Callable[[Scored, Scored], list[int]]
 
@@ -296,11 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.markdown:
         print(json.dumps(rows, indent=1))
         return 0
-    group = None
+    heading: object = None
     for row in rows:
-        if row["group"] != group:
-            group = row["group"]
-            print(f"\n{group}\n\n| variant | nDCG@10 | Recall@10 | MRR@10 | documents in the first 10 sections"
+        if row["group"] != heading:
+            heading = row["group"]
+            print(f"\n{heading}\n\n| variant | nDCG@10 | Recall@10 | MRR@10 | documents in the first 10 sections"
                   " | Recall over the first 10 sections |\n| --- | --- | --- | --- | --- | --- |")
         print(f"| {row['variant']} | {row['ndcg@10']:.4f} | {row['recall@10']:.4f} | {row['mrr@10']:.4f}"
               f" | {row['docs_in_10_sections']:.2f} | {row['recall_10_sections']:.4f} |")

@@ -169,7 +169,10 @@ class _Writer:
         """Return a fenced code block with a language tag and 3-20 code-like lines."""
         rng = self.rng
         lang = rng.choice(LANGUAGES)
-        w = lambda: self.terms(1, 1)  # noqa: E731
+
+        def w() -> str:
+            return self.terms(1, 1)
+
         lines: list[str] = []
         for _ in range(rng.randint(3, 20)):
             k = rng.random()

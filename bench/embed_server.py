@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                           "norm": round(float((vector**2).sum()) ** 0.5, 4)}))
         return 0 if len(vector) == 384 else 1
     server = serve(embedder, args.host, args.port, args.verbose)
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), int(server.server_address[1])
     print(json.dumps({"listening": f"http://{host}:{port}", "dimension": embedder.dimension}), flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
