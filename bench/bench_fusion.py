@@ -1,10 +1,10 @@
 """Fusion variants on Cranfield, computed offline over each tier's ranked lists of one indexed store.
 
-    .venv/bin/python bench/bench_fusion.py --store bench/out/rank/body            # lists cached once
-    .venv/bin/python bench/bench_fusion.py --store bench/out/rank/body --markdown
+    .venv/bin/python -m bench.bench_fusion --store bench/out/rank/body            # lists cached once
+    .venv/bin/python -m bench.bench_fusion --store bench/out/rank/body --markdown
 
 `--store DIR` is a directory holding a knowledge.yaml with embeddings (as `knowledge eval` uses it,
-built as bench/RESULTS.md "knowledge eval on Cranfield" describes) and its embeddings server must
+built as bench/HISTORY.md "knowledge eval on Cranfield" describes) and its embeddings server must
 answer. Each of the 225 queries is ranked once per tier through the query side's own code (lexical:
 build_query + bm25, without the excluded-word step no Cranfield query uses; vector: the query
 embedded under the pinned identity, KNN), DEPTH (100) chunks deep with their scores, and cached in
@@ -13,7 +13,7 @@ no store access beyond the chunk -> document map), and scored at document level 
 scores (a document once, at its best chunk's rank): nDCG@10, Recall@10, MRR@10.
 
 This is the exploration behind query/fusion.py's choice; the shipped ranking is measured by
-`knowledge eval` itself (bench/RESULTS.md, "Better hybrid ranking").
+`knowledge eval` itself (bench/RESULTS.md, "Quality").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ In one run, on one generated corpus:
   (c) `knowledge index` again with nothing changed (the stat fast path).
 Reports seconds and the ratios (b)/(a) and (c) in seconds. Usage:
 
-    .venv/bin/python bench/bench_index.py --files 10000 [--out bench/out/index]
+    .venv/bin/python -m bench.bench_index --files 10000 [--out bench/out/index]
 
 With --baseline REF (a commit, e.g. main) it also measures the floor of that commit's code, from a
 detached `git worktree` of it under --out, in the same run (first), and reports (b) and (a)

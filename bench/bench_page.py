@@ -1,6 +1,6 @@
 """First byte of a search-page results page against the /v1/search latency, in one run of one server.
 
-    .venv/bin/python bench/bench_page.py --chunks 10000 --queries 200
+    .venv/bin/python -m bench.bench_page --chunks 10000 --queries 200
 
 Generates a corpus with bench/corpus.py (about 13 chunks a file; reused under --out when built),
 indexes it with `knowledge index` (lexical), starts `knowledge serve` on a loopback port with both

@@ -1,7 +1,7 @@
 """`knowledge` against a peer, qmd (npm `@tobilu/qmd`), measured in one interleaved run on the same corpus.
 
-    .venv/bin/python bench/bench_peer.py                          # 5,000 generated files + Cranfield
-    .venv/bin/python bench/bench_peer.py --files 1000 --cli-queries 20 --skip-quality --markdown
+    .venv/bin/python -m bench.bench_peer                          # 5,000 generated files + Cranfield
+    .venv/bin/python -m bench.bench_peer --files 1000 --cli-queries 20 --skip-quality --markdown
 
 qmd (and the Node >= 22 it needs, from the npm package `node@22`) is installed into a scratch
 directory outside the repository (`--scratch`, default ~/.cache/knowledge-bench/qmd) when missing;

@@ -1,8 +1,8 @@
 """Retrieval quality on Cranfield: nDCG@10, Recall@10, Recall@100 and MRR@10 for lexical, vector, hybrid.
 
-    .venv/bin/python bench/bench_quality.py                  # spawns bench/embed_server.py (bench/.venv)
-    .venv/bin/python bench/bench_quality.py --url http://127.0.0.1:8199/v1
-    .venv/bin/python bench/bench_quality.py --lexical-only
+    .venv/bin/python -m bench.bench_quality                  # spawns bench/embed_server.py (bench/.venv)
+    .venv/bin/python -m bench.bench_quality --url http://127.0.0.1:8199/v1
+    .venv/bin/python -m bench.bench_quality --lexical-only
 
 The 1,400 abstracts are written as `<id>.md` (`# <title>`, then the text) and indexed by the real
 pipeline (EmbeddedEngine: walk, chunk, embed through the server, one SQLite file). Each of the 225

@@ -1,13 +1,13 @@
 """Query latency of the read side: search (lexical, hybrid), match, and MCP round trips.
 
-    .venv/bin/python bench/bench_query.py --chunks 10000 100000 --queries 300
+    .venv/bin/python -m bench.bench_query --chunks 10000 100000 --queries 300
 
-    .venv/bin/python bench/bench_query.py --chunks 10000 --embed-url http://127.0.0.1:8199/v1 \
+    .venv/bin/python -m bench.bench_query --chunks 10000 --embed-url http://127.0.0.1:8199/v1 \
         --out bench/out/query-real --skip-mcp        # real vectors from an embeddings server
 
-    .venv/bin/python bench/bench_query.py --chunks 1000000 --skip-mcp --skip-match   # ~1M chunks
+    .venv/bin/python -m bench.bench_query --chunks 1000000 --skip-mcp --skip-match   # ~1M chunks
 
-    .venv/bin/python bench/bench_query.py --chunks 40000 --out bench/out/query-real --skip-mcp \
+    .venv/bin/python -m bench.bench_query --chunks 40000 --out bench/out/query-real --skip-mcp \
         --vectors-file bench/out/query-real/store-40000/vectors.f32 --embed-url http://127.0.0.1:8199/v1
         # chunk vectors embedded in-process by bench/embed_chunks.py, queries by the server
 

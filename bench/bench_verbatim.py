@@ -8,7 +8,7 @@ the loopback hashed-bag-of-words embeddings server (tests/embedserver.py):
 Per verbatim section (a lexical candidate holding the query's phrase) it prints its rank in the
 lexical tier, in plain RRF (the hybrid ranking before protection) and in the shipped hybrid
 ranking, and a summary: how many rank below their lexical rank, and the mean rank. Usage:
-    .venv/bin/python bench/bench_verbatim.py [--max-docs-queries 40]
+    .venv/bin/python -m bench.bench_verbatim [--max-docs-queries 40]
 """
 
 from __future__ import annotations

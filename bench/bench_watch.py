@@ -12,7 +12,7 @@ On a generated corpus of `--files` files (bench/corpus.py) with `knowledge.paths
      watcher made for them and the time from the first write until they were all applied.
 Prints one JSON object with the figures; RESULTS.md records them with the command and machine.
 
-    .venv/bin/python bench/bench_watch.py --files 10000 --idle 30 --edits 30 --burst 5000 [--out bench/out/watch]
+    .venv/bin/python -m bench.bench_watch --files 10000 --idle 30 --edits 30 --burst 5000 [--out bench/out/watch]
 """
 
 from __future__ import annotations
