@@ -34,11 +34,8 @@ only: embedding ~1M chunks on a 2-core machine is out of reach.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import platform
-import re
 import resource
 import shutil
 import statistics
@@ -53,15 +50,15 @@ import dramatiq
 import redis
 
 from bench.corpus import generate
+from bench.lib.machine import Sampler, machine
 from bench.lib.paths import KNOWLEDGE, OUT, ROOT
 from bench.lib.processes import deployment_env, start_redis
-from bench.lib.procfs import children_of, cpu_seconds, status_kb
+from bench.lib.procfs import children_of, cpu_seconds
 from config.loader import settings_from_mapping
 from config.observability import configure_logging
 from pipeline.walker import walk_root
 from workers.broker import WORKER_TIMEOUT_MS, build_redis_broker, namespace
 
-SAMPLE_S = 0.5
 NOTES = """
 Notes. The writer is the critical path: its CPU is the embedded process's writer share, and the
 distributed run wins by taking reads, chunking and payload packing (at nice 10) off the writer's
@@ -187,21 +184,6 @@ def queue_overhead(corpus: Path, work: Path, broker_url: str, messages: int, bat
     }
 
 
-def machine() -> str:
-    """One line describing this machine."""
-    model = ""
-    try:
-        match = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        model = match.group(1).strip() if match else ""
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    server = redis.Redis.from_url("redis://127.0.0.1:6379").info("server").get("redis_version", "?")
-    return (f"{os.cpu_count()} CPU ({model}), {mem:.0f} GiB, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, Redis {server}; load average at start "
-            f"{os.getloadavg()[0]:.2f} (a shared machine: other jobs add noise)")
-
-
 def render(args: argparse.Namespace, stats: Any, rows: list[dict[str, Any]], over: dict[str, Any]) -> str:
     """The RESULTS.md section."""
     emb = [r["embedded"] for r in rows]
@@ -296,39 +278,6 @@ def corpus_dir(out: Path, files: int, seed: int) -> Path:
             os.utime(path, ns=(past, past))
         marker.write_text(json.dumps({"files": stats.files, "bytes": stats.total_bytes}))
     return corpus
-
-
-class Sampler(threading.Thread):
-    """Every SAMPLE_S: the peak RSS and CPU of each named process, the WAL size and the load average."""
-
-    def __init__(self, pids: dict[str, int], wal: Path) -> None:
-        super().__init__(daemon=True)
-        self.pids = dict(pids)
-        self.wal = wal
-        self.hwm: dict[str, int] = {}
-        self.cpu: dict[str, float] = {}
-        self.wal_peak = 0
-        self.loads: list[float] = []
-        self.stopping = threading.Event()
-
-    def sample(self) -> None:
-        for name, pid in list(self.pids.items()):
-            kb = status_kb(pid, "VmHWM")
-            if kb:
-                self.hwm[name] = max(self.hwm.get(name, 0), kb)
-                self.cpu[name] = cpu_seconds(pid)
-        with contextlib.suppress(OSError):
-            self.wal_peak = max(self.wal_peak, self.wal.stat().st_size)
-        self.loads.append(os.getloadavg()[0])
-
-    def run(self) -> None:
-        while not self.stopping.wait(SAMPLE_S):
-            self.sample()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=5)
-        self.sample()
 
 
 def store_bytes(store_base: Path) -> int:
