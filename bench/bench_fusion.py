@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.lib.paths import CRANFIELD
 from config.loader import load_settings
+from pipeline import schema
 from pipeline.vectors import from_blob
 from query import metrics
 from query.judgments import read_qrels, read_queries
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     reader = Reader(settings)
     CONN.append(reader.conn)
     VECTORS.update({int(cid): from_blob(bytes(blob)) for cid, blob in reader.conn.execute(
-        "SELECT chunk_id, embedding FROM chunks_vec_f32")})
+        f"SELECT chunk_id, embedding FROM {schema.VECTORS}")})  # the float copy of format 3 is gone
     qrels = read_qrels(args.data / "qrels.tsv")
     rows = []
     for group, name, fuse, cap in variants():
