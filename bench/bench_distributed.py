@@ -1,16 +1,34 @@
-"""Distributed indexing benchmark: Redis with 2 worker processes and one writer vs the embedded default.
+"""Distributed indexing: Redis with 2 worker processes and one writer, against the in-process default and on
+large trees.
 
-In one run, on one generated corpus (bench/corpus.py), each into an empty store:
-  (a) `knowledge index CORPUS` on the embedded default (StubBroker, ingest threads, one writer thread);
+    .venv/bin/python -m bench.bench_distributed compare --files 10000 [--repeat 1]
+    .venv/bin/python -m bench.bench_distributed large --files 10000 [--phases first,nochange] [--out DIR]
+
+`compare`, in one run on one generated corpus (bench/corpus.py), each into an empty store:
+  (a) `knowledge index CORPUS` on the in-process default (StubBroker, ingest threads, one writer thread);
   (b) the same through Redis: scripts/run-local.sh starts `knowledge writer` and
       `knowledge worker --processes 2`, then `knowledge index CORPUS` walks, enqueues and follows;
       the CPU seconds of every process (and Redis's) are read before they stop;
   (c) per-message queue overhead: no-op messages carrying a real 32-file ingest payload through
       the same RedisBroker and middleware, one consumer thread: producer and consumer CPU per
       message, compared with the per-message work of (b) (batch_files x CPU per file).
-Usage:
+It prints one JSON line per run and the RESULTS.md section.
 
-    .venv/bin/python bench/bench_distributed.py --files 10000 [--repeat 1] [--results bench/RESULTS.md]
+`large`, for one generated corpus (kept and reused under --out): each phase starts its own Redis
+(`redis-server --port P --save "" --appendonly no`, so its peak memory is the phase's) and its own
+processes (scripts/run-local.sh --no-serve --workers 2 --threads 2), runs
+`knowledge index CORPUS --json`, and reports:
+  - wall seconds of the command (the walk, enqueue and follow; the processes start before it);
+  - peak RSS of every process: the CLI (wait4 rusage), the writer, the worker supervisor and each
+    worker process, and redis-server (VmHWM from /proc/<pid>/status, read every 0.5 s and last
+    just before the processes stop);
+  - CPU seconds of each process;
+  - Redis INFO memory used_memory_peak, and used_memory and the key count left after the run
+    (what the run ledger keeps for its TTL);
+  - the store's size after the writer stops (knowledge.db + WAL) and the largest WAL seen during the run;
+  - the 1-minute load average, sampled through the phase.
+Phases: `first` (an empty store) and `nochange` (the same tree again). The 100k run is lexical
+only: embedding ~1M chunks on a 2-core machine is out of reach.
 """
 
 from __future__ import annotations
@@ -18,62 +36,42 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import dramatiq
+import redis
 
-import dramatiq  # noqa: E402
-import redis  # noqa: E402
-from corpus import generate  # noqa: E402
-from procfs import children_of, cpu_seconds  # noqa: E402
+from bench.corpus import generate
+from bench.lib.machine import Sampler, machine
+from bench.lib.paths import KNOWLEDGE, OUT, ROOT
+from bench.lib.processes import deployment_env, start_redis
+from bench.lib.procfs import children_of, cpu_seconds
+from config.loader import settings_from_mapping
+from config.observability import configure_logging
+from pipeline.walker import walk_root
+from workers.broker import WORKER_TIMEOUT_MS, build_redis_broker, namespace
 
-from config.loader import settings_from_mapping  # noqa: E402
-from config.observability import configure_logging  # noqa: E402
-from pipeline.walker import walk_root  # noqa: E402
-from workers.broker import WORKER_TIMEOUT_MS, build_redis_broker, namespace  # noqa: E402
-
-SECTION = "## Distributed (issue 3)"
 NOTES = """
 Notes. The writer is the critical path: its CPU is the embedded process's writer share, and the
 distributed run wins by taking reads, chunking and payload packing (at nice 10) off the writer's
 process. With Dramatiq's default prefetch (2 per thread) the one-thread writer idled between
-batches while its consumer backed off (1.13-1.53x the embedded default on this corpus); the
+batches while its consumer backed off (1.13-1.53x the in-process default on this corpus); the
 writer's prefetch of 8 removed that. One consumer thread (~270 msg/s, bounded by the poll back-off)
 is far above what a run needs (~12 write messages/s at 32 files each).""".rstrip()
-
-
-def knowledge_bin() -> str:
-    """The console script next to this interpreter."""
-    return str(Path(sys.executable).with_name("knowledge"))
-
-
-def env_for(store_base: Path, broker_url: str | None, run_dir: Path | None = None) -> dict[str, str]:
-    """The environment of one side: its store, and the broker for the distributed side."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KNOWLEDGE_", "OTEL_"))}
-    env.update(KNOWLEDGE_STORE_DIR=str(store_base), KNOWLEDGE_BIN=knowledge_bin(), PYTHONPATH=str(ROOT))
-    if broker_url:
-        env["KNOWLEDGE_BROKER_URL"] = broker_url
-    if run_dir is not None:
-        env["KNOWLEDGE_RUN_DIR"] = str(run_dir)
-    return env
 
 
 def index(corpus: Path, env: dict[str, str], cwd: Path) -> tuple[float, dict[str, Any]]:
     """Wall seconds and JSON summary of `knowledge index CORPUS --json`."""
     start = time.perf_counter()
-    proc = subprocess.run([knowledge_bin(), "index", str(corpus), "--json"], capture_output=True, text=True,
+    proc = subprocess.run([KNOWLEDGE, "index", str(corpus), "--json"], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=3600)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
@@ -88,11 +86,11 @@ def redis_cpu(client: redis.Redis) -> float:
 
 
 def embedded(corpus: Path, work: Path) -> dict[str, Any]:
-    """(a): a first run and a no-change run on the embedded default."""
+    """(a): a first run and a no-change run on the in-process default."""
     base = work / "embedded"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    env = env_for(base, None)
+    env = deployment_env(base, None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     first, summary = index(corpus, env, base)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -107,7 +105,7 @@ def distributed(corpus: Path, work: Path, broker_url: str) -> dict[str, Any]:
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     run_dir = base / "run"
-    env = env_for(base, broker_url, run_dir)
+    env = deployment_env(base, broker_url, run_dir)
     client = redis.Redis.from_url(broker_url)
     start = time.perf_counter()
     subprocess.run([str(ROOT / "scripts" / "run-local.sh"), "--no-serve", "--workers", "2", "--threads", "2"],
@@ -155,7 +153,7 @@ def queue_overhead(corpus: Path, work: Path, broker_url: str, messages: int, bat
         if count[0] >= messages:
             done.set()
 
-    actor = dramatiq.actor(noop, broker=broker, actor_name="noop", queue_name="bench-noop", max_retries=0)
+    actor = dramatiq.actor(broker=broker, actor_name="noop", queue_name="bench-noop", max_retries=0)(noop)
     redis0 = redis_cpu(broker.client)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for _ in range(messages):
@@ -186,21 +184,6 @@ def queue_overhead(corpus: Path, work: Path, broker_url: str, messages: int, bat
     }
 
 
-def machine() -> str:
-    """One line describing this machine."""
-    model = ""
-    try:
-        match = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        model = match.group(1).strip() if match else ""
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    server = redis.Redis.from_url("redis://127.0.0.1:6379").info("server").get("redis_version", "?")
-    return (f"{os.cpu_count()} CPU ({model}), {mem:.0f} GiB, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, Redis {server}; load average at start "
-            f"{os.getloadavg()[0]:.2f} (a shared machine: other jobs add noise)")
-
-
 def render(args: argparse.Namespace, stats: Any, rows: list[dict[str, Any]], over: dict[str, Any]) -> str:
     """The RESULTS.md section."""
     emb = [r["embedded"] for r in rows]
@@ -213,9 +196,9 @@ def render(args: argparse.Namespace, stats: Any, rows: list[dict[str, Any]], ove
     per_message_work_us = per_file_cpu * args.batch_files * 1e6
     overhead_us = over["send_us"] + over["consume_us"] + over["redis_us"]
     lines = [
-        SECTION,
+        "## Distributed",
         "",
-        f"Command: `.venv/bin/python bench/bench_distributed.py --files {args.files} --repeat {args.repeat}`",
+        f"Command: `.venv/bin/python -m bench.bench_distributed compare --files {args.files} --repeat {args.repeat}`",
         f"({time.strftime('%Y-%m-%d')}; the sides alternate which goes first). Machine: {args.machine}.",
         f"Corpus: bench/corpus.py seed {args.seed}, {stats.files} files, {stats.total_bytes / 1e6:.0f} MB;"
         f" {dis[0]['summary']['chunks']} chunks. Each run into an empty store; batch_files={args.batch_files}.",
@@ -255,31 +238,8 @@ def render(args: argparse.Namespace, stats: Any, rows: list[dict[str, Any]], ove
     return "\n".join(lines) + "\n"
 
 
-def write_results(path: Path, section: str) -> None:
-    """Replace (or append) this benchmark's section of RESULTS.md, leaving the others alone."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        rest = text[end + 1:] if end >= 0 else ""
-        text = text[:start] + section + ("\n" + rest if rest else "")
-    path.write_text(text)
-
-
-def main() -> None:
-    """Run the comparison and print (and optionally record) the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--batch-files", type=int, default=32)
-    parser.add_argument("--messages", type=int, default=3000)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "distributed")
-    parser.add_argument("--results", type=Path, default=None, help="RESULTS.md to update")
-    args = parser.parse_args()
+def compare(args: argparse.Namespace) -> None:
+    """`compare`: run the comparison and print the figures and the RESULTS.md section."""
     configure_logging("WARNING")
     args.machine = machine()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -304,8 +264,130 @@ def main() -> None:
     print(json.dumps({"overhead": over}), flush=True)
     section = render(args, stats, rows, over)
     print(section)
-    if args.results is not None:
-        write_results(args.results, section)
+
+
+def corpus_dir(out: Path, files: int, seed: int) -> Path:
+    """The corpus, generated once (a marker file says it is whole) with mtimes a minute in the past."""
+    corpus = out / f"corpus-{files}-{seed}"
+    marker = out / f"corpus-{files}-{seed}.done"
+    if not marker.exists():
+        shutil.rmtree(corpus, ignore_errors=True)
+        stats = generate(corpus, files, seed)
+        past = int((time.time() - 60) * 1e9)
+        for path in corpus.rglob("*.md"):
+            os.utime(path, ns=(past, past))
+        marker.write_text(json.dumps({"files": stats.files, "bytes": stats.total_bytes}))
+    return corpus
+
+
+def store_bytes(store_base: Path) -> int:
+    """knowledge.db and its sidecars."""
+    return sum(p.stat().st_size for p in store_base.rglob("knowledge.db*") if p.is_file())
+
+
+def phase(name: str, corpus: Path, out: Path) -> dict[str, Any]:
+    """One `knowledge index` through a fresh private Redis and freshly started processes."""
+    base = out / "store"
+    if name == "first":
+        shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "run"
+    server, url = start_redis(out)
+    env = deployment_env(base, url, run_dir)
+    client = redis.Redis.from_url(url)
+    result: dict[str, Any] = {"phase": name}
+    sampler: Sampler | None = None
+    try:
+        subprocess.run([str(ROOT / "scripts" / "run-local.sh"), "--no-serve", "--workers", "2", "--threads", "2"],
+                       env=env, cwd=base, check=True, capture_output=True, timeout=120)
+        time.sleep(1.5)  # both worker processes boot
+        writer = int((run_dir / "writer.pid").read_text())
+        supervisor = int((run_dir / "worker.pid").read_text())
+        pids = {"writer": writer, "worker supervisor": supervisor, "redis-server": server.pid}
+        for i, pid in enumerate(sorted(children_of(supervisor)), 1):
+            pids[f"worker {i}"] = pid
+        cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+        wal = next(iter(base.rglob("knowledge.db-wal")), base / ".knowledge" / "knowledge.db-wal")
+        sampler = Sampler(pids, wal)
+        sampler.start()
+        started = time.perf_counter()
+        cli = subprocess.Popen([KNOWLEDGE, "index", str(corpus), "--json"], env=env, cwd=base,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        sampler.pids["cli"] = cli.pid
+        stdout_chunks: list[bytes] = []
+        reader = threading.Thread(target=lambda: stdout_chunks.append(cli.stdout.read()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        err = cli.stderr.read()  # type: ignore[union-attr]
+        _, status, usage = os.wait4(cli.pid, 0)
+        seconds = time.perf_counter() - started
+        reader.join(timeout=10)
+        cli.returncode = os.waitstatus_to_exitcode(status)
+        if cli.returncode != 0:
+            raise SystemExit(f"knowledge index failed ({cli.returncode}): {err.decode()[-2000:]}")
+        summary = json.loads(b"".join(stdout_chunks))
+        sampler.pids.pop("cli")
+        sampler.stop()
+        memory = client.info("memory")
+        result.update(
+            seconds=round(seconds, 2),
+            summary={k: summary.get(k) for k in ("added", "updated", "unchanged", "removed", "failed", "files",
+                                                  "chunks")},
+            peak_rss_mb={**{k: round(v / 1024, 1) for k, v in sampler.hwm.items()},
+                         "cli": round(usage.ru_maxrss / 1024, 1)},
+            cpu_s={**{k: round(sampler.cpu.get(k, 0.0) - cpu0.get(k, 0.0), 1) for k in pids},
+                   "cli": round(usage.ru_utime + usage.ru_stime, 1)},
+            redis_peak_mb=round(int(memory["used_memory_peak"]) / 2**20, 1),
+            redis_after_mb=round(int(memory["used_memory"]) / 2**20, 1),
+            redis_keys_after=int(client.dbsize()),
+            wal_peak_mb=round(sampler.wal_peak / 2**20, 1),
+            load=[round(min(sampler.loads), 2), round(max(sampler.loads), 2)] if sampler.loads else [],
+        )
+    finally:
+        if sampler is not None and sampler.is_alive():
+            sampler.stop()
+        subprocess.run([str(ROOT / "scripts" / "stop-local.sh")], env=env, cwd=base, capture_output=True,
+                       timeout=180)
+        client.close()
+        server.terminate()
+        server.wait(timeout=30)
+    result["store_mb"] = round(store_bytes(base) / 2**20, 1)
+    return result
+
+
+def large(args: argparse.Namespace) -> None:
+    """`large`: run the phases and print one JSON line each."""
+    out = (args.out or OUT / "large" / str(args.files)).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    corpus = corpus_dir(out.parent, args.files, args.seed)
+    print(json.dumps({"corpus": str(corpus), "seconds": round(time.perf_counter() - started, 1),
+                      "load": os.getloadavg()[0]}), flush=True)
+    for name in args.phases.split(","):
+        print(json.dumps({"files": args.files, **phase(name, corpus, out)}), flush=True)
+
+
+def main() -> None:
+    """compare or large."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    cmp = verbs.add_parser("compare", help="Redis with 2 worker processes vs the in-process default; queue overhead")
+    cmp.add_argument("--files", type=int, default=10_000)
+    cmp.add_argument("--seed", type=int, default=1)
+    cmp.add_argument("--repeat", type=int, default=1)
+    cmp.add_argument("--batch-files", type=int, default=32)
+    cmp.add_argument("--messages", type=int, default=3000)
+    cmp.add_argument("--redis", default="redis://127.0.0.1:6379/14")
+    cmp.add_argument("--out", type=Path, default=OUT / "distributed")
+    big = verbs.add_parser("large", help="a large tree through a private Redis: time, peak RSS, Redis, WAL, store")
+    big.add_argument("--files", type=int, default=10_000)
+    big.add_argument("--seed", type=int, default=1)
+    big.add_argument("--phases", default="first,nochange")
+    big.add_argument("--out", type=Path, default=None, help="default bench/out/large/<files>")
+    args = parser.parse_args()
+    if args.verb == "compare":
+        compare(args)
+    else:
+        large(args)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Fusion variants on Cranfield, computed offline over each tier's ranked lists of one indexed store.
 
-    .venv/bin/python bench/bench_fusion.py --store bench/out/rank/body            # lists cached once
-    .venv/bin/python bench/bench_fusion.py --store bench/out/rank/body --markdown
+    .venv/bin/python -m bench.bench_fusion --store bench/out/rank/body            # lists cached once
+    .venv/bin/python -m bench.bench_fusion --store bench/out/rank/body --markdown
 
 `--store DIR` is a directory holding a knowledge.yaml with embeddings (as `knowledge eval` uses it,
-built as bench/RESULTS.md "knowledge eval on Cranfield" describes) and its embeddings server must
+built as bench/HISTORY.md "knowledge eval on Cranfield" describes) and its embeddings server must
 answer. Each of the 225 queries is ranked once per tier through the query side's own code (lexical:
 build_query + bm25, without the excluded-word step no Cranfield query uses; vector: the query
 embedded under the pinned identity, KNN), DEPTH (100) chunks deep with their scores, and cached in
@@ -13,7 +13,7 @@ no store access beyond the chunk -> document map), and scored at document level 
 scores (a document once, at its best chunk's rank): nDCG@10, Recall@10, MRR@10.
 
 This is the exploration behind query/fusion.py's choice; the shipped ranking is measured by
-`knowledge eval` itself (bench/RESULTS.md, "Better hybrid ranking").
+`knowledge eval` itself (bench/RESULTS.md, "Quality").
 """
 
 from __future__ import annotations
@@ -22,26 +22,24 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from config.loader import load_settings  # noqa: E402
-from pipeline.vectors import from_blob  # noqa: E402
-from query import metrics  # noqa: E402
-from query.judgments import read_qrels, read_queries  # noqa: E402
-from query.lexical import search_ids  # noqa: E402
-from query.reader import Reader  # noqa: E402
-from query.terms import build_query  # noqa: E402
-from query.vector import embed_query, knn, query_identity  # noqa: E402
+from bench.lib.paths import CRANFIELD
+from config.loader import load_settings
+from pipeline import schema
+from pipeline.vectors import from_blob
+from query import metrics
+from query.judgments import read_qrels, read_queries
+from query.lexical import search_ids
+from query.reader import Reader
+from query.terms import build_query
+from query.vector import embed_query, knn, query_identity
 
 DEPTH = 100
-DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "cranfield"  # as bench/cranfield.py; --data
+DATA = CRANFIELD  # --data
 Scored = list[tuple[int, float]]  # (chunk id, score) best first, higher better
 Fuser = Callable[[Scored, Scored], list[int]]
 
@@ -284,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     reader = Reader(settings)
     CONN.append(reader.conn)
     VECTORS.update({int(cid): from_blob(bytes(blob)) for cid, blob in reader.conn.execute(
-        "SELECT chunk_id, embedding FROM chunks_vec_f32")})
+        f"SELECT chunk_id, embedding FROM {schema.VECTORS}")})  # the float copy of format 3 is gone
     qrels = read_qrels(args.data / "qrels.tsv")
     rows = []
     for group, name, fuse, cap in variants():
@@ -296,11 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.markdown:
         print(json.dumps(rows, indent=1))
         return 0
-    group = None
+    heading: object = None
     for row in rows:
-        if row["group"] != group:
-            group = row["group"]
-            print(f"\n{group}\n\n| variant | nDCG@10 | Recall@10 | MRR@10 | documents in the first 10 sections"
+        if row["group"] != heading:
+            heading = row["group"]
+            print(f"\n{heading}\n\n| variant | nDCG@10 | Recall@10 | MRR@10 | documents in the first 10 sections"
                   " | Recall over the first 10 sections |\n| --- | --- | --- | --- | --- | --- |")
         print(f"| {row['variant']} | {row['ndcg@10']:.4f} | {row['recall@10']:.4f} | {row['mrr@10']:.4f}"
               f" | {row['docs_in_10_sections']:.2f} | {row['recall_10_sections']:.4f} |")

@@ -1,15 +1,15 @@
-"""Lexical indexing benchmark: the floor against `knowledge index` on the embedded default.
+"""Lexical indexing benchmark: the floor against `knowledge index` on the in-process default.
 
 In one run, on one generated corpus:
   (a) floor: one process reads, hashes, chunks and inserts every file with the project's own
       chunker and Store (the documents of each BATCH_FILES files in one transaction, as the
       writer applies a staged batch), no queue, no threads;
-  (b) `knowledge index` (the embedded default: Dramatiq StubBroker, ingest threads, one writer
+  (b) `knowledge index` (the in-process default: Dramatiq StubBroker, ingest threads, one writer
       thread), first run into an empty store;
   (c) `knowledge index` again with nothing changed (the stat fast path).
 Reports seconds and the ratios (b)/(a) and (c) in seconds. Usage:
 
-    .venv/bin/python bench/bench_index.py --files 10000 [--out bench/out/index]
+    .venv/bin/python -m bench.bench_index --files 10000 [--out bench/out/index]
 
 With --baseline REF (a commit, e.g. main) it also measures the floor of that commit's code, from a
 detached `git worktree` of it under --out, in the same run (first), and reports (b) and (a)
@@ -37,31 +37,29 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-
-from corpus import generate  # noqa: E402
-
-from pipeline.files import ingest_file  # noqa: E402
-from pipeline.models import Document, FileJob  # noqa: E402
-from pipeline.store import Store  # noqa: E402
-from pipeline.walker import walk_root  # noqa: E402
+from bench.corpus import generate
+from bench.lib.checkout import baseline_tree, tree_python
+from bench.lib.paths import OUT
+from pipeline.files import ingest_file
+from pipeline.models import Document, FileJob
+from pipeline.store import Store
+from pipeline.walker import walk_root
 
 BATCH_FILES = 32  # knowledge.batch_files' default: the files of one ingest message, one write transaction
 
 # The floor of another commit's code: the same loop, run by this interpreter with that tree first on
-# sys.path. It calls only Store.apply (one transaction per document), which every format has.
+# the path (tree_python). It calls only Store.apply (one transaction per document), which every format has.
 BASELINE_FLOOR = """
 import sys, time
-sys.path[:0] = [sys.argv[1]]
 from pipeline.files import ingest_file
 from pipeline.models import FileJob
 from pipeline.store import Store
 from pipeline.walker import walk_root
 start = time.perf_counter()
-store = Store(__import__("pathlib").Path(sys.argv[3]))
-for found in walk_root(sys.argv[2]).files:
+store = Store(__import__("pathlib").Path(sys.argv[2]))
+for found in walk_root(sys.argv[1]).files:
     store.apply(ingest_file(FileJob(found.path, found.root, found.size, found.mtime_ns, None)))
 store.close()
 print(time.perf_counter() - start)
@@ -85,29 +83,17 @@ def floor(corpus: Path, store_dir: Path) -> float:
     return time.perf_counter() - start
 
 
-def baseline_tree(ref: str, out: Path) -> Path:
-    """A detached worktree of ref's commit under out (made once per commit), for its floor."""
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    tree = out / f"baseline-{commit[:12]}"
-    if not (tree / "pipeline" / "store.py").exists():
-        shutil.rmtree(tree, ignore_errors=True)
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=True)
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
-                       capture_output=True, check=True)
-    return tree
-
-
 def baseline_floor(tree: Path, corpus: Path, store_dir: Path) -> float:
     """The floor of the code in tree (one process, one transaction per document), in seconds."""
     shutil.rmtree(store_dir, ignore_errors=True)
     store_dir.mkdir(parents=True)
-    command = [sys.executable, "-c", BASELINE_FLOOR, str(tree), str(corpus), str(store_dir / "knowledge.db")]
-    proc = subprocess.run(command, capture_output=True, text=True, check=True)
+    command, env = tree_python(tree, "-c", BASELINE_FLOOR, str(corpus), str(store_dir / "knowledge.db"))
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return float(proc.stdout.strip())
 
 
-def knowledge_index(corpus: Path, store_base: Path, extra_env: dict[str, str] | None = None) -> tuple[float, dict]:
+def knowledge_index(corpus: Path, store_base: Path,
+                    extra_env: dict[str, str] | None = None) -> tuple[float, dict[str, Any]]:
     """Seconds and JSON summary of `knowledge index CORPUS --json` as a user runs it."""
     exe = Path(sys.executable).with_name("knowledge")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -145,7 +131,7 @@ class Sink:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
-def metrics_overhead(corpus: Path, out: Path, rounds: int) -> dict:
+def metrics_overhead(corpus: Path, out: Path, rounds: int) -> dict[str, Any]:
     """Median first-run seconds without an exporter, with OTLP metrics, with OTLP traces and metrics."""
     sink = Sink()
     conditions = {
@@ -182,7 +168,7 @@ def metrics_overhead(corpus: Path, out: Path, rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=10_000)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "index")
+    parser.add_argument("--out", type=Path, default=OUT / "index")
     parser.add_argument("--baseline", default=None, help="also measure the floor of this commit (e.g. main)")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the sequence, reporting medians")
     parser.add_argument("--metrics-rounds", type=int, default=0,
@@ -200,8 +186,8 @@ def main() -> None:
         return
     tree = baseline_tree(args.baseline, args.out) if args.baseline else None
     runs: dict[str, list[float]] = {"baseline_floor_s": [], "floor_s": [], "first_run_s": [], "no_change_s": []}
-    first: dict = {}
-    again: dict = {}
+    first: dict[str, Any] = {}
+    again: dict[str, Any] = {}
     for _ in range(max(1, args.rounds)):
         if tree is not None:
             runs["baseline_floor_s"].append(baseline_floor(tree, corpus, args.out / "baseline-floor"))

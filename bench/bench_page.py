@@ -1,6 +1,6 @@
 """First byte of a search-page results page against the /v1/search latency, in one run of one server.
 
-    .venv/bin/python bench/bench_page.py --chunks 10000 --queries 200
+    .venv/bin/python -m bench.bench_page --chunks 10000 --queries 200
 
 Generates a corpus with bench/corpus.py (about 13 chunks a file; reused under --out when built),
 indexes it with `knowledge index` (lexical), starts `knowledge serve` on a loopback port with both
@@ -19,21 +19,18 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(BENCH))
+import httpx
+import yaml
 
-import httpx  # noqa: E402
-import yaml  # noqa: E402
-from bench_query import KNOWLEDGE, lexical_store, percentiles, sample_queries  # noqa: E402
-
-from config.loader import settings_from_mapping  # noqa: E402
+from bench.lib.paths import KNOWLEDGE, OUT
+from bench.lib.samples import sample_queries
+from bench.lib.stats import percentiles
+from bench.lib.stores import lexical_store
+from config.loader import settings_from_mapping
 
 
 def build(out: Path, chunks: int, seed: int) -> Path:
@@ -105,7 +102,7 @@ def measure(url: str, queries: list[str], warmup: int = 10) -> dict[str, Any]:
             else:
                 api.append(api_latency(client, q))
                 page.append(page_first_byte(client, q))
-    result = {"v1_search": percentiles(api), "page_first_byte": percentiles(page)}
+    result: dict[str, Any] = {"v1_search": percentiles(api), "page_first_byte": percentiles(page)}
     result["ratio_p50"] = round(result["page_first_byte"]["p50_ms"] / result["v1_search"]["p50_ms"], 2)
     result["ratio_p95"] = round(result["page_first_byte"]["p95_ms"] / result["v1_search"]["p95_ms"], 2)
     return result
@@ -127,7 +124,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10000, help="corpus size in chunks (about)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=BENCH / "out" / "page")
+    parser.add_argument("--out", type=Path, default=OUT / "page")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     store = build(args.out.resolve(), args.chunks, args.seed)

@@ -1,7 +1,7 @@
 """`knowledge` against a peer, qmd (npm `@tobilu/qmd`), measured in one interleaved run on the same corpus.
 
-    .venv/bin/python bench/bench_peer.py                          # 5,000 generated files + Cranfield
-    .venv/bin/python bench/bench_peer.py --files 1000 --cli-queries 20 --skip-quality --markdown
+    .venv/bin/python -m bench.bench_peer                          # 5,000 generated files + Cranfield
+    .venv/bin/python -m bench.bench_peer --files 1000 --cli-queries 20 --skip-quality --markdown
 
 qmd (and the Node >= 22 it needs, from the npm package `node@22`) is installed into a scratch
 directory outside the repository (`--scratch`, default ~/.cache/knowledge-bench/qmd) when missing;
@@ -56,16 +56,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(BENCH))
-
-import cranfield  # noqa: E402
-from corpus import generate, sample_queries  # noqa: E402
+from bench.corpus import generate, sample_queries
+from bench.lib import cranfield
+from bench.lib.paths import KNOWLEDGE, OUT, ROOT
+from bench.lib.processes import free_port
+from bench.lib.stats import pct
 
 QMD_PACKAGE = "@tobilu/qmd"
 NODE_PACKAGE = "node@22"
-KNOWLEDGE = str(Path(sys.executable).with_name("knowledge"))
 LOADS: list[float] = []
 # `chrt -f 10` with --realtime: the one-shot processes measured (queries, start-up, imports) run first-in-first-out
 # at a real-time priority, so a busy shared machine delays neither tool while it runs (it still shares the caches).
@@ -122,15 +120,6 @@ def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Proc
 def dir_bytes(path: Path) -> int:
     """Bytes of every file under path."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def pct(values: list[float], q: float) -> float:
-    """The q-quantile (0..1) by linear interpolation."""
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def summary(values: list[float], scale: float = 1.0) -> dict[str, float]:
@@ -279,15 +268,6 @@ class Qmd:
 
 
 Tool = Knowledge | Qmd
-
-
-def free_port() -> int:
-    """A port that was free on loopback a moment ago."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def group_hwm_mib(pgid: int) -> float:
@@ -590,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--qmd-version", default="2.8.3")
     parser.add_argument("--scratch", type=Path, default=Path.home() / ".cache" / "knowledge-bench" / "qmd",
                         help="where qmd and node@22 are installed (outside the repository)")
-    parser.add_argument("--out", type=Path, default=BENCH / "out" / "peer")
+    parser.add_argument("--out", type=Path, default=OUT / "peer")
     parser.add_argument("--markdown", action="store_true", help="also print the markdown table")
     parser.add_argument("--realtime", action="store_true",
                         help="run the measured one-shot processes (CLI queries, start-up, imports) under `chrt -f 10` "

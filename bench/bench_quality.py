@@ -1,8 +1,8 @@
 """Retrieval quality on Cranfield: nDCG@10, Recall@10, Recall@100 and MRR@10 for lexical, vector, hybrid.
 
-    .venv/bin/python bench/bench_quality.py                  # spawns bench/embed_server.py (bench/.venv)
-    .venv/bin/python bench/bench_quality.py --url http://127.0.0.1:8199/v1
-    .venv/bin/python bench/bench_quality.py --lexical-only
+    .venv/bin/python -m bench.bench_quality                  # spawns bench/embed_server.py (bench/.venv)
+    .venv/bin/python -m bench.bench_quality --url http://127.0.0.1:8199/v1
+    .venv/bin/python -m bench.bench_quality --lexical-only
 
 The 1,400 abstracts are written as `<id>.md` (`# <title>`, then the text) and indexed by the real
 pipeline (InProcessEngine: walk, chunk, embed through the server, one SQLite file). Each of the 225
@@ -23,58 +23,31 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-sys.path.insert(1, str(BENCH.parent))
-
-import cranfield  # noqa: E402
-
-from config.loader import settings_from_mapping  # noqa: E402
-from config.settings import Settings  # noqa: E402
-from query.fusion import rrf  # noqa: E402
-from query.lexical import search_ids  # noqa: E402
-from query.reader import Reader  # noqa: E402
-from query.search import search  # noqa: E402
-from query.terms import build_query  # noqa: E402
-from query.vector import embed_query, knn, knn_exact, knn_quantised, query_identity  # noqa: E402
-from workers.engine import InProcessEngine  # noqa: E402
-from workers.run import RunRequest  # noqa: E402
-
-MODEL = "all-MiniLM-L6-v2"
+from bench.lib import cranfield
+from bench.lib.embedding import MODEL, spawn_server
+from bench.lib.paths import CRANFIELD, OUT
+from config.loader import settings_from_mapping
+from config.settings import Settings
+from query.fusion import rrf
+from query.lexical import search_ids
+from query.reader import Reader
+from query.search import search
+from query.terms import build_query
+from query.vector import embed_query, knn, knn_exact, knn_quantised, query_identity
+from workers.engine import InProcessEngine
+from workers.run import RunRequest
 
 
-def spawn_server(port: int = 0, threads: int = 0) -> tuple[subprocess.Popen[str], str]:
-    """Start bench/embed_server.py under bench/.venv; return the process and its /v1 base URL."""
-    python = BENCH / ".venv" / "bin" / "python"
-    if not python.exists():
-        raise SystemExit("bench/.venv is missing: run `bash bench/setup_model_env.sh` first")
-    args = [str(python), str(BENCH / "embed_server.py"), "--port", str(port)]
-    if threads:
-        args += ["--threads", str(threads)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("{") and "listening" in line:
-            return proc, json.loads(line)["listening"] + "/v1"
-    proc.kill()
-    raise SystemExit("the embeddings server did not start")
-
-
-def build_store(out: Path, url: str | None, document_prefix: str, fresh: bool) -> tuple[Settings, dict[str, Any]]:
+def build_store(out: Path, url: str | None, document_prefix: str, fresh: bool,
+                data: Path = CRANFIELD) -> tuple[Settings, dict[str, Any]]:
     """Write the corpus and index it; return the settings and the run's summary figures."""
     docs = out / "docs"
     if not docs.is_dir() or len(list(docs.glob("*.md"))) != 1400:
-        cranfield.write_corpus(docs)
+        cranfield.write_corpus(docs, data)
     block: dict[str, Any] = {"paths": [str(docs)], "directory": str(out / "store")}
     if url:
         block["embeddings"] = {"base_url": url, "model": MODEL, "timeout": 120,
@@ -101,9 +74,9 @@ def doc_ranking(reader: Reader, chunk_ids: list[int]) -> list[str]:
     return cranfield.dedupe(cranfield.doc_id_from_path(rows[c]) for c in chunk_ids if c in rows)
 
 
-def rank_all(settings: Settings, depth: int) -> dict[str, Any]:
+def rank_all(settings: Settings, depth: int, data: Path = CRANFIELD) -> dict[str, Any]:
     """Run every query through each tier; return the runs and the per-query latencies."""
-    queries = cranfield.load_queries()
+    queries = cranfield.load_queries(data)
     runs: dict[str, dict[str, list[str]]] = {"lexical": {}, "vector": {}, "hybrid": {}, "search()": {},
                                              "vector (quantised)": {}, "hybrid (quantised)": {}}
     recalls: list[float] = []
@@ -154,7 +127,8 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Index Cranfield, rank every query per tier, print the metrics."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=BENCH / "out" / "quality")
+    parser.add_argument("--out", type=Path, default=OUT / "quality")
+    parser.add_argument("--data", type=Path, default=CRANFIELD, help="the Cranfield directory (bench/lib/cranfield.py)")
     parser.add_argument("--url", help="an OpenAI-compatible base URL serving all-MiniLM-L6-v2 (default: spawn one)")
     parser.add_argument("--lexical-only", action="store_true", help="no embeddings: the lexical row only")
     parser.add_argument("--document-prefix", default="", help="embeddings.document_prefix ({title} = breadcrumb)")
@@ -167,13 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.lexical_only and url is None:
             server, url = spawn_server()
-        settings, figures = build_store(args.out, url, args.document_prefix, fresh=not args.keep)
-        ranked = rank_all(settings, args.depth)
+        settings, figures = build_store(args.out, url, args.document_prefix, fresh=not args.keep, data=args.data)
+        ranked = rank_all(settings, args.depth, args.data)
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
-    qrels = cranfield.load_qrels()
+    qrels = cranfield.load_qrels(args.data)
     metrics = {tier: {k: round(v, 4) for k, v in cranfield.evaluate(run, qrels).items()}
                for tier, run in ranked["runs"].items()}
     result = {"index": figures, "document_prefix": args.document_prefix, "depth": args.depth,

@@ -1,13 +1,13 @@
 """Query latency of the read side: search (lexical, hybrid), match, and MCP round trips.
 
-    .venv/bin/python bench/bench_query.py --chunks 10000 100000 --queries 300
+    .venv/bin/python -m bench.bench_query --chunks 10000 100000 --queries 300
 
-    .venv/bin/python bench/bench_query.py --chunks 10000 --embed-url http://127.0.0.1:8199/v1 \
+    .venv/bin/python -m bench.bench_query --chunks 10000 --embed-url http://127.0.0.1:8199/v1 \
         --out bench/out/query-real --skip-mcp        # real vectors from an embeddings server
 
-    .venv/bin/python bench/bench_query.py --chunks 1000000 --skip-mcp --skip-match   # ~1M chunks
+    .venv/bin/python -m bench.bench_query --chunks 1000000 --skip-mcp --skip-match   # ~1M chunks
 
-    .venv/bin/python bench/bench_query.py --chunks 40000 --out bench/out/query-real --skip-mcp \
+    .venv/bin/python -m bench.bench_query --chunks 40000 --out bench/out/query-real --skip-mcp \
         --vectors-file bench/out/query-real/store-40000/vectors.f32 --embed-url http://127.0.0.1:8199/v1
         # chunk vectors embedded in-process by bench/embed_chunks.py, queries by the server
 
@@ -60,86 +60,29 @@ import subprocess
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(BENCH))
+from bench.lib.paths import KNOWLEDGE, OUT
+from bench.lib.samples import keyword_queries, sample_queries
+from bench.lib.stats import percentiles, timed
+from bench.lib.stores import lexical_store
+from config.loader import settings_from_mapping
+from config.settings import EmbeddingsSettings
+from pipeline import db, schema, vector_codes, vectors
+from pipeline.embedded_text import document_text
+from pipeline.embeddings import EmbeddingsClient
+from pipeline.store import Store
+from query import search as search_module
+from query import vector as vector_module
+from query.enumerate import enumerate_documents
+from query.reader import Reader
+from query.vector import KNN_K, knn, knn_exact, knn_quantised
 
-from corpus import generate  # noqa: E402
-
-from config.loader import settings_from_mapping  # noqa: E402
-from config.settings import EmbeddingsSettings, Settings  # noqa: E402
-from pipeline import db, schema, vector_codes, vectors  # noqa: E402
-from pipeline.embedded_text import document_text  # noqa: E402
-from pipeline.embeddings import EmbeddingsClient  # noqa: E402
-from pipeline.store import Store  # noqa: E402
-from query import search as search_module  # noqa: E402
-from query import vector as vector_module  # noqa: E402
-from query.enumerate import enumerate_documents  # noqa: E402
-from query.reader import Reader  # noqa: E402
-from query.vector import KNN_K, knn, knn_exact, knn_quantised  # noqa: E402
-
-CHUNKS_PER_FILE = 13.2
 DIMENSION = 384
 MODEL = "bench-random-384-unique"
 RECALL_QUERIES = 100
-KNOWLEDGE = str(Path(sys.executable).with_name("knowledge"))
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    """p50, p95 and mean in milliseconds."""
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
-    return {
-        "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p95_ms": round(p95 * 1000, 2),
-        "mean_ms": round(statistics.fmean(ordered) * 1000, 2),
-        "n": len(ordered),
-    }
-
-
-def timed(fn: Callable[[str], Any], queries: list[str], warmup: int = 10) -> dict[str, float]:
-    """Latency of fn over queries after a few warm-up calls ({} without queries)."""
-    if not queries:
-        return {}
-    for q in queries[:warmup]:
-        fn(q)
-    samples = []
-    for q in queries:
-        start = time.perf_counter()
-        fn(q)
-        samples.append(time.perf_counter() - start)
-    return percentiles(samples)
-
-
-def stale_format(base: Path) -> bool:
-    """Whether the store has an older format (`knowledge index` migrates it: a no-change run here)."""
-    conn = sqlite3.connect(f"file:{base / 'knowledge' / 'default' / 'knowledge.db'}?mode=ro", uri=True)
-    try:
-        return schema.format_version(conn) != schema.FORMAT_VERSION  # type: ignore[arg-type]
-    finally:
-        conn.close()
-
-
-def lexical_store(out: Path, chunks: int, seed: int) -> Path:
-    """Corpus and lexical store for about `chunks` chunks under out (reused when already built); its base dir."""
-    files = max(1, round(chunks / CHUNKS_PER_FILE))
-    corpus = out / f"corpus-{chunks}"
-    base = out / f"store-{chunks}"
-    if not (base / "knowledge" / "default" / "knowledge.db").exists() or stale_format(base):
-        if not corpus.exists():
-            generate(corpus, files, seed)
-        started = time.perf_counter()
-        subprocess.run(
-            [KNOWLEDGE, "--store-dir", str(base), "index", corpus.name], cwd=out, check=True,
-            stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")},
-        )
-        print(f"indexed {files} files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return base
 
 
 def vector_only_store(out: Path, chunks: int) -> Path:
@@ -261,40 +204,6 @@ def add_vectors(db_path: Path, seed: int, embed_url: str | None = None, vectors_
         conn.close()
 
 
-def sample_queries(settings: Settings, n: int, seed: int) -> list[str]:
-    """n queries of 1-4 consecutive words from random chunks."""
-    rng = random.Random(seed)
-    with Reader(settings) as reader:
-        top = reader.conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
-        queries: list[str] = []
-        for _ in range(n * 20):
-            if len(queries) >= n:
-                break
-            row = reader.conn.execute(
-                "SELECT body FROM chunks WHERE id >= ? LIMIT 1", (rng.randint(1, top),)
-            ).fetchone()
-            words = [w for w in row[0].split() if w.isalpha() and len(w) > 2]
-            if len(words) < 4:
-                continue
-            size = rng.randint(1, 4)
-            start = rng.randrange(len(words) - size + 1)
-            queries.append(" ".join(words[start : start + size]).lower())
-    return queries
-
-
-def keyword_queries(settings: Settings, n: int, seed: int) -> list[str]:
-    """n queries of 1-3 words each held by 0.05%-5% of chunks: keyword searches, no stop words."""
-    rng = random.Random(seed)
-    with Reader(settings) as reader:
-        total = reader.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        rows = reader.conn.execute(
-            "SELECT term FROM chunks_vocab WHERE doc BETWEEN ? AND ? ORDER BY term",
-            (max(2, total // 2000), max(3, total // 20)),
-        ).fetchall()
-    pool = [t for (t,) in rows if t.isalpha() and len(t) > 2]
-    return [" ".join(rng.sample(pool, rng.randint(1, 3))) for _ in range(n)]
-
-
 def measure_search(base: Path, queries: list[str], embedded: dict[str, list[float]] | None = None,
                    exact: bool = True) -> dict[str, Any]:
     """Lexical (warm and fresh reader) and hybrid (query embedding excluded) search latencies."""
@@ -309,7 +218,7 @@ def measure_search(base: Path, queries: list[str], embedded: dict[str, list[floa
     # The search path imports the embedding step from query.vector when it runs (the HTTP client only
     # with embeddings), so the stand-in replaces it there.
     original = vector_module.embed_query
-    vector_module.embed_query = lambda settings, identity, text: stand_in[text]  # type: ignore[assignment]
+    vector_module.embed_query = lambda settings, identity, text: stand_in[text]  # type: ignore[assignment, misc]
     shipped_threshold = vector_module.EXACT_BELOW
     try:
         with Reader(lexical) as reader:
@@ -325,7 +234,7 @@ def measure_search(base: Path, queries: list[str], embedded: dict[str, list[floa
             warm_hybrid_exact = timed(lambda q: search_module.search(hybrid, q, 5, reader),
                                       queries if exact else [])
     finally:
-        vector_module.embed_query = original  # type: ignore[assignment]
+        vector_module.embed_query = original
         vector_module.EXACT_BELOW = shipped_threshold
     return {
         "search_lexical_warm": warm_lexical,
@@ -430,7 +339,7 @@ def rss_child(base: Path) -> None:
                                    store_base=base)
     fixed = unit_vectors(len(queries), 11)
     by_text = dict(zip(queries, fixed))
-    vector_module.embed_query = lambda settings, identity, text: by_text[text]  # type: ignore[assignment]
+    vector_module.embed_query = lambda settings, identity, text: by_text[text]  # type: ignore[assignment, misc]
     with Reader(hybrid) as reader:
         opened = _rss_kib()
         for q in queries:
@@ -576,7 +485,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=BENCH / "out" / "query")
+    parser.add_argument("--out", type=Path, default=OUT / "query")
     parser.add_argument("--skip-mcp", action="store_true")
     parser.add_argument("--recall-k", type=int, default=KNN_K, help="recall@k measured (default 50)")
     parser.add_argument("--lists", type=int, nargs="+", default=[0],

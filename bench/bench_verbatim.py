@@ -8,7 +8,7 @@ the loopback hashed-bag-of-words embeddings server (tests/embedserver.py):
 Per verbatim section (a lexical candidate holding the query's phrase) it prints its rank in the
 lexical tier, in plain RRF (the hybrid ranking before protection) and in the shipped hybrid
 ranking, and a summary: how many rank below their lexical rank, and the mean rank. Usage:
-    .venv/bin/python bench/bench_verbatim.py [--max-docs-queries 40]
+    .venv/bin/python -m bench.bench_verbatim [--max-docs-queries 40]
 """
 
 from __future__ import annotations
@@ -21,15 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
-
-from config.loader import settings_from_mapping  # noqa: E402
-from config.settings import Settings  # noqa: E402
-from query.reader import Reader  # noqa: E402
-from query.terms import verbatim_phrases  # noqa: E402
-from tests.embedserver import EmbedServer  # noqa: E402
-from tests.query.verbatim_set import Placement, documents, placements  # noqa: E402
+from bench.lib.paths import ROOT
+from config.loader import settings_from_mapping
+from config.settings import Settings
+from query.reader import Reader
+from query.terms import verbatim_phrases
+from tests.embedserver import EmbedServer
+from tests.query.verbatim_set import Placement, documents, placements
 
 _BACKTICKED = re.compile(r"`([^`\s]{3,60})`")
 

@@ -1,4 +1,4 @@
-"""`knowledge watch`, embedded default: time from a save to the edit being searchable, and CPU while idle.
+"""`knowledge watch`, in-process default: time from a save to the edit being searchable, and CPU while idle.
 
 On a generated corpus of `--files` files (bench/corpus.py) with `knowledge.paths: [docs]`:
   1. start `knowledge watch` (a real process) and wait for its first full run and its "watching" line;
@@ -12,7 +12,7 @@ On a generated corpus of `--files` files (bench/corpus.py) with `knowledge.paths
      watcher made for them and the time from the first write until they were all applied.
 Prints one JSON object with the figures; RESULTS.md records them with the command and machine.
 
-    .venv/bin/python bench/bench_watch.py --files 10000 --idle 30 --edits 30 --burst 5000 [--out bench/out/watch]
+    .venv/bin/python -m bench.bench_watch --files 10000 --idle 30 --edits 30 --burst 5000 [--out bench/out/watch]
 """
 
 from __future__ import annotations
@@ -29,27 +29,19 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-
-from corpus import generate  # noqa: E402
-
-from config.loader import settings_from_mapping  # noqa: E402
-from query.search import search  # noqa: E402
+from bench.corpus import generate
+from bench.lib.paths import OUT, ROOT
+from bench.lib.procfs import cpu_seconds
+from config.loader import settings_from_mapping
+from query.search import search
 
 START_TIMEOUT_S = 600.0
 HIT_TIMEOUT_S = 10.0
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def measure_burst(files: list[Path], lines: queue.Queue[dict[str, object]]) -> dict[str, object]:
+def measure_burst(files: list[Path], lines: queue.Queue[dict[str, Any]]) -> dict[str, Any]:
     """Rewrite every file at once; the runs the watcher made for them and the time until the last ends."""
     while not lines.empty():
         lines.get_nowait()
@@ -57,7 +49,7 @@ def measure_burst(files: list[Path], lines: queue.Queue[dict[str, object]]) -> d
     for path in files:
         path.write_bytes(path.read_bytes() + b"\n\nzqburst\n")
     written = time.monotonic() - started
-    runs: list[dict[str, object]] = []
+    runs: list[dict[str, Any]] = []
     applied = 0
     while applied < len(files) and time.monotonic() - started < START_TIMEOUT_S:
         try:
@@ -78,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--edits", type=int, default=30)
     parser.add_argument("--burst", type=int, default=5_000, help="files rewritten at once, as a checkout does")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "watch")
+    parser.add_argument("--out", type=Path, default=OUT / "watch")
     args = parser.parse_args(argv)
     base: Path = args.out
     shutil.rmtree(base, ignore_errors=True)
@@ -90,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     knowledge = Path(sys.executable).with_name("knowledge")
     proc = subprocess.Popen([str(knowledge), "watch"], cwd=base, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue[dict[str, object]] = queue.Queue()
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
 
     def read() -> None:
         assert proc.stderr is not None
@@ -100,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=read, daemon=True).start()
     started = time.monotonic()
-    first_run: dict[str, object] = {}
+    first_run: dict[str, Any] = {}
     while True:
         record = lines.get(timeout=max(1.0, START_TIMEOUT_S - (time.monotonic() - started)))
         if record.get("event") == "run":

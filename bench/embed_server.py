@@ -184,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             vectors = self.embedder.encode(texts)
-        except Exception as exc:  # the model failing is a server error, reported in OpenAI shape
+        except Exception as exc:  # noqa: BLE001 - the model failing is a server error, reported in OpenAI shape
             self._error(500, f"encode failed: {exc!r}", "server_error")
             return
         if fmt == "base64":
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                           "norm": round(float((vector**2).sum()) ** 0.5, 4)}))
         return 0 if len(vector) == 384 else 1
     server = serve(embedder, args.host, args.port, args.verbose)
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), int(server.server_address[1])
     print(json.dumps({"listening": f"http://{host}:{port}", "dimension": embedder.dimension}), flush=True)
     try:
         server.serve_forever(poll_interval=0.2)

@@ -19,7 +19,7 @@ from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
 from tests.query.verbatim_set import CASES, documents, placements
 
-# shared/eval/cranfield beside the checkout (bench/cranfield.py), looked up from a worktree too.
+# shared/eval/cranfield beside the checkout (bench/lib/cranfield.py), looked up from a worktree too.
 CRANFIELD = next((found for parent in Path(__file__).resolve().parents
                   if (found := parent / "shared" / "eval" / "cranfield" / "queries.jsonl").exists()),
                  Path("shared/eval/cranfield/queries.jsonl"))

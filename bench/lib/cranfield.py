@@ -17,7 +17,9 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval" / "cranfield"
+from bench.lib.paths import CRANFIELD
+
+DATA_DIR = CRANFIELD
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, list[str]]

@@ -29,3 +29,14 @@ def children_of(pid: int) -> list[int]:
             if int(fields[1]) == pid and fields[0] != "Z":
                 found.append(int(entry.name))
     return found
+
+
+def status_kb(pid: int, field: str) -> int:
+    """A VmXXX field of /proc/<pid>/status in KiB (0 when the process is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

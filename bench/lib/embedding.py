@@ -1,32 +1,50 @@
-"""Measure the embeddings server's own maximum throughput, with no pipeline in front of it.
-
-    python bench/embed_server_max.py --spawn                 # starts bench/embed_server.py itself
-    python bench/embed_server_max.py --url http://127.0.0.1:8199
-
-Sends full batches (default 64) of realistic ~800-byte chunks from `corpus.sample_chunks`,
-over `--concurrency` keep-alive connections (2 by default, so the model never waits for the
-next request), for `--duration` seconds after a short warm-up, and prints one JSON line:
-chunks/s, requests/s, latency percentiles and the server's busy fraction from GET /stats.
-Stdlib only on the client side; --spawn needs bench/.venv (bench/setup_model_env.sh).
-"""
+"""The bench embeddings server (bench/embed_server.py under bench/.venv): starting it, a client, its maximum."""
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from corpus import sample_chunks
+from bench.corpus import sample_chunks
+from bench.lib.paths import BENCH, MODEL_PYTHON
 
-BENCH = Path(__file__).resolve().parent
+MODEL = "all-MiniLM-L6-v2"
 MAX_REQUESTS = 100_000
+
+
+def spawn_server(port: int = 0, threads: int = 0, python: Path = MODEL_PYTHON) -> tuple[subprocess.Popen[str], str]:
+    """Start bench/embed_server.py under bench/.venv; return the process and its /v1 base URL."""
+    if not python.exists():
+        raise SystemExit("bench/.venv is missing: run `bash bench/setup_model_env.sh` first")
+    args = [str(python), str(BENCH / "embed_server.py"), "--host", "127.0.0.1", "--port", str(port)]
+    if threads:
+        args += ["--threads", str(threads)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("{") and "listening" in line:
+            return proc, json.loads(line)["listening"] + "/v1"
+    proc.kill()
+    raise SystemExit("the embeddings server did not start")
+
+
+def stop_server(proc: subprocess.Popen[str]) -> None:
+    """Terminate a spawned server, killing it after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 class Client:
@@ -46,7 +64,8 @@ class Client:
         data = response.read()
         if response.status != 200:
             raise RuntimeError(f"{method} {path}: HTTP {response.status}: {data[:200]!r}")
-        return json.loads(data)
+        answer: dict[str, Any] = json.loads(data)
+        return answer
 
     def embed(self, texts: list[str]) -> None:
         """Embed texts and check the answer has one 384-d vector per input, indexed in order."""
@@ -58,22 +77,6 @@ class Client:
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
-
-
-def spawn_server(python: Path, startup_timeout: float = 180.0) -> tuple[subprocess.Popen[str], str]:
-    """Start bench/embed_server.py on a free loopback port; return (process, base url)."""
-    proc = subprocess.Popen(
-        [str(python), str(BENCH / "embed_server.py"), "--host", "127.0.0.1", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    result: dict[str, str] = {}
-    reader = threading.Thread(target=lambda: result.update(json.loads(proc.stdout.readline() or "{}")), daemon=True)
-    reader.start()
-    reader.join(startup_timeout)
-    if "listening" not in result:
-        proc.kill()
-        raise RuntimeError("embeddings server did not start")
-    return proc, result["listening"]
 
 
 def measure(url: str, duration: float, batch: int, concurrency: int, chunk_bytes: int) -> dict[str, Any]:
@@ -100,7 +103,7 @@ def measure(url: str, duration: float, batch: int, concurrency: int, chunk_bytes
                 with lock:
                     latencies.append(time.perf_counter() - t)
                 i += concurrency
-        except Exception as exc:  # report, do not hide: a failure voids the figure
+        except Exception as exc:  # noqa: BLE001 - report, do not hide: a failure voids the figure
             failures.append(repr(exc))
         finally:
             client.close()
@@ -133,36 +136,3 @@ def measure(url: str, duration: float, batch: int, concurrency: int, chunk_bytes
         ),
         "failures": failures,
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line entry point: print the measurement as one JSON line."""
-    parser = argparse.ArgumentParser(description="embeddings server maximum throughput")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--url", help="base URL of a running server, e.g. http://127.0.0.1:8199")
-    where.add_argument("--spawn", action="store_true", help="start bench/embed_server.py on a free port")
-    parser.add_argument("--python", type=Path, default=BENCH / ".venv" / "bin" / "python")
-    parser.add_argument("--duration", type=float, default=30.0)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--chunk-bytes", type=int, default=800)
-    args = parser.parse_args(argv)
-    proc = None
-    url = args.url
-    if args.spawn:
-        proc, url = spawn_server(args.python)
-    try:
-        result = measure(url, args.duration, args.batch, args.concurrency, args.chunk_bytes)
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    print(json.dumps({"url": url, **result}))
-    return 1 if result["failures"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Benchmarks of knowledge: run each as `python -m bench.<name>` from the repository root."""
