@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.app import Context, citation_mapper, cli, echo_json, echo_tier, pass_context, prologue
+from cli.app import Context, cli, echo_json, echo_tier, pass_context, prologue
 from cli.arguments import QueryCommand, filter_options, query_text
 from config.errors import (
     EXIT_FAILURE,
@@ -19,18 +19,11 @@ from config.errors import (
 )
 from config.observability import configure_metrics, configure_tracing
 from query import words as vocab
-from query.enumerate import (
-    DEFAULT_LIMIT,
-    SORTS,
-    STATUS_OK,
-    STATUS_QUERY_EMPTY,
-    EnumerateResult,
-    checked_limit,
-    enumerate_documents,
-    to_json,
-)
-from query.filters import Filter
-from query.reader import STATUS_NOT_BUILT, not_built_note
+from query.enumerate import DEFAULT_LIMIT, SORTS, EnumerateResult, checked_limit
+from query.reader import not_built_note
+from query.requests import MatchRequest, WordsRequest
+from query.service import QueryService
+from query.status import Status
 from query.terminal import clean
 from query.tier import tier_line
 
@@ -100,12 +93,13 @@ def match_command(
     wanted = None if everything else limit or DEFAULT_LIMIT
     configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
     configure_metrics("knowledge-cli")
-    result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches,
-                                 filters=Filter.of(paths, roots, where))
-    mapper = citation_mapper(settings)
+    service = QueryService(settings)
+    answer = service.enumerate(MatchRequest(query, wanted, sort, wanted is None, min_matches, list(paths),
+                                            list(roots), list(where), count_only))
+    result, mapper = answer.result, service.mapper
     if as_json:
-        echo_json(to_json(result, mapper))
-        if result.status == STATUS_NOT_BUILT:
+        echo_json(answer.to_json())
+        if result.status == Status.INDEX_NOT_BUILT:
             raise IndexNotBuilt(result.note)
     elif paths_only or count_only:
         _refuse_unanswered(result)
@@ -113,7 +107,7 @@ def match_command(
             click.echo(str(result.matched))
         for doc in result.documents:
             click.echo(clean(doc.path))
-    elif result.status == STATUS_NOT_BUILT:
+    elif result.status == Status.INDEX_NOT_BUILT:
         raise IndexNotBuilt(result.note)
     else:
         _render(result, mapper)
@@ -135,10 +129,10 @@ def _refuse_contradictions(limit: int | None, show_all: bool, paths_only: bool, 
 
 def _refuse_unanswered(result: EnumerateResult) -> None:
     """A pipe must never read 'not built' or 'no terms' as 'no documents'."""
-    if result.status == STATUS_QUERY_EMPTY:
+    if result.status == Status.QUERY_EMPTY:
         raise QueryError(result.note)
-    if result.status != STATUS_OK:
-        raise IndexNotBuilt(result.note) if result.status == STATUS_NOT_BUILT else KnowledgeError(result.note)
+    if result.status != Status.OK:
+        raise IndexNotBuilt(result.note) if result.status == Status.INDEX_NOT_BUILT else KnowledgeError(result.note)
 
 
 def _render(result: EnumerateResult, mapper: CitationMapper | None) -> None:
@@ -186,17 +180,17 @@ def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_d
     (what `knowledge match WORD` reports); a long list is plain words, several to a line.
     """
     settings = prologue(obj, as_json)
-    narrowing = vocab.Narrowing(min_docs, max_docs, field, sort, limit)
-    result = vocab.list_words(settings, pattern, counts=True if as_json else None, narrowing=narrowing)
-    if result.status == vocab.STATUS_PATTERN_INVALID:
+    result = QueryService(settings).words(
+        WordsRequest(pattern, True if as_json else None, min_docs, max_docs, field, sort, limit))
+    if result.status == Status.PATTERN_INVALID:
         raise UsageError(result.note or "invalid pattern")
     if as_json:
         echo_json(result.to_json())
-    if result.status == STATUS_NOT_BUILT:
+    if result.status == Status.INDEX_NOT_BUILT:
         raise IndexNotBuilt(result.note or not_built_note(settings))
     if as_json:
         return
-    if result.status != vocab.STATUS_OK or not result.words:
+    if result.status != Status.OK or not result.words:
         click.echo(f"note: {clean(result.note or '')}")
         return
     if result.short:

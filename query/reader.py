@@ -1,6 +1,6 @@
 """The read side's handle on the store: read-only, format-checked, with the status of the index.
 
-A query answers "not built" with one status and note (STATUS_NOT_BUILT, not_built_note()) rather than
+A query answers "not built" with one status and note (Status.INDEX_NOT_BUILT, not_built_note()) rather than
 an error; borrowed_reader() lends a query the caller's Reader or opens (and closes) its own.
 """
 
@@ -21,7 +21,6 @@ from pipeline.paths import under
 if TYPE_CHECKING:
     from query.explain import Explain
 
-STATUS_NOT_BUILT = "index_not_built"
 
 
 def not_built_note(settings: Settings) -> str:

@@ -20,7 +20,8 @@ from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.text import is_cjk
-from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
+from query.reader import Reader, borrowed_reader, not_built_note
+from query.status import Status
 from query.terms import quote
 
 SHORT_LIST = 20
@@ -31,9 +32,6 @@ _STEM_CACHE_MAX = 200_000
 PATTERN_SECONDS = 3.0
 """The most time a pattern may spend matching the whole vocabulary (see matching_words)."""
 
-STATUS_OK = "ok"
-STATUS_CORPUS_EMPTY = "corpus_empty"
-STATUS_PATTERN_INVALID = "pattern_invalid"
 
 NOTE_CORPUS_EMPTY = (
     "the index holds no documents, so it has no vocabulary; check knowledge.paths and run `knowledge index`"
@@ -316,12 +314,12 @@ def list_words(
             warnings.simplefilter("ignore", FutureWarning)
             compiled = re.compile(pattern, re.IGNORECASE) if pattern else None
     except (re.error, OverflowError, RecursionError) as exc:
-        return WordsResult(STATUS_PATTERN_INVALID, _invalid(pattern, exc), pattern)
+        return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
-            return WordsResult(STATUS_NOT_BUILT, not_built_note(settings), pattern)
+            return WordsResult(Status.INDEX_NOT_BUILT, not_built_note(settings), pattern)
         if reader.document_count() == 0:
-            return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
+            return WordsResult(Status.CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)
         if not vocab:
             reader.require_intact()
@@ -331,9 +329,9 @@ def list_words(
         try:
             selected = vocab if compiled is None else matching_words(pattern or "", vocab)
         except ValueError as exc:
-            return WordsResult(STATUS_PATTERN_INVALID, _invalid(pattern, exc), pattern)
+            return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
         if selected is None:
-            return WordsResult(STATUS_PATTERN_INVALID, _too_slow(pattern or ""), pattern)
+            return WordsResult(Status.PATTERN_INVALID, _too_slow(pattern or ""), pattern)
         stems = STEMMER.stems(selected)
         want_counts = len(selected) <= SHORT_LIST if counts is None else counts
         if not (want_counts or narrowing.needs_counts):
@@ -348,7 +346,7 @@ def list_words(
             infos = infos[: narrowing.limit]
         selected = [i.word for i in infos]
         note = None if selected else f"no word of the index matches {pattern!r}"
-        return WordsResult(STATUS_OK, note, pattern, infos, len(vocab))
+        return WordsResult(Status.OK, note, pattern, infos, len(vocab))
 
 
 def by_counts(words: list[WordInfo]) -> list[WordInfo]:
