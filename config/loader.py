@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from config.errors import ConfigError
-from config.settings import SERVABLE_TOOLS, BrokerSettings, Settings
+from config.settings import BrokerSettings, Settings
 from config.urls import base_url_problem, broker_url_problem, normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
@@ -247,11 +247,7 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         if not entry.strip():
             raise ConfigError(f"{where}: knowledge.paths[{i}] is empty; name a directory or file to index")
     mcp = settings.expose.mcp
-    unknown = [name for name in mcp.builtins if name not in SERVABLE_TOOLS]
-    if unknown:
-        raise ConfigError(f"{where}: knowledge.expose.mcp.builtins names {', '.join(map(repr, unknown))}, which "
-                          f"{'is not a tool' if len(unknown) == 1 else 'are not tools'} knowledge serves "
-                          f"(accepted: {', '.join(SERVABLE_TOOLS)})")
+    # The names expose.mcp.builtins accepts are the tools query/tools.py declares: cli/app.py checks them.
     if not 0 <= mcp.port <= 65535:
         raise ConfigError(f"{where}: knowledge.expose.mcp.port must be between 0 and 65535, got {mcp.port}")
     if settings.broker is not None:
