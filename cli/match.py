@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.app import Context, cli, echo_json, echo_tier, pass_context, prologue
-from cli.arguments import QueryCommand, filter_options, query_text
+from cli.arguments import QueryCommand, filter_options, mirrored, query_text
 from config.errors import (
     EXIT_FAILURE,
     IndexNotBuilt,
@@ -64,8 +64,8 @@ def _text(value: str) -> Text:
               help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
 @click.option("--all", "show_all", is_flag=True, help="List every matching document.")
 @click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
-@click.option("--min-matches", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Only documents with at least N matching sections (body and heading matches summed).")
+@mirrored("--min-matches", MatchRequest, "min_matches", show_default=True,
+          help="Only documents with at least N matching sections (body and heading matches summed).")
 @click.option("--paths-only", is_flag=True, help="Print only the paths, one per line.")
 @click.option("--count", "count_only", is_flag=True, help="Print only the number of matching documents.")
 @click.option("--exit-code", is_flag=True,
@@ -163,13 +163,13 @@ cli.add_command(match_command, "which")
 
 @cli.command("words")
 @click.argument("pattern", required=False)
-@click.option("--min-docs", type=click.IntRange(min=0), default=None, help="Only words in at least N documents.")
-@click.option("--max-docs", type=click.IntRange(min=0), default=None, help="Only words in at most N documents.")
+@mirrored("--min-docs", WordsRequest, "min_docs")
+@mirrored("--max-docs", WordsRequest, "max_docs")
 @click.option("--field", type=click.Choice(sorted(vocab.WORD_FIELDS)), default=None,
               help="Only the words of the headings or of the bodies.")
 @click.option("--sort", type=click.Choice(vocab.WORD_SORTS), default="word", show_default=True,
               help="Alphabetical, or most documents first.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="List at most N words.")
+@mirrored("--limit", WordsRequest, "limit")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every word with its stem and document counts).")
 @pass_context
 def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_docs: int | None, field: str | None,

@@ -16,13 +16,13 @@ from cli.app import (
     pass_context,
     prologue,
 )
-from cli.arguments import QueryCommand, filter_options, query_text
+from cli.arguments import QueryCommand, filter_options, mirrored, query_text
 from config.errors import IndexNotBuilt, KnowledgeError, QueryError
 from config.observability import configure_metrics, configure_tracing
-from config.settings import MAX_TOP_K, Settings
+from config.settings import Settings
 from query.listing import SourcesAnswer, StatsAnswer
 from query.reader import Hit
-from query.requests import ReadRequest, SearchRequest, ShowRequest
+from query.requests import MAX_AROUND, ReadRequest, SearchRequest, ShowRequest
 from query.service import QueryService
 from query.status import Status
 from query.terminal import clean, one_line, preview
@@ -30,8 +30,7 @@ from query.terminal import clean, one_line, preview
 
 @cli.command("search", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="QUERY...")
-@click.option("--top-k", type=click.IntRange(min=0), default=None,
-              help=f"Results to return (default top_k, max {MAX_TOP_K}).")
+@mirrored("--top-k", SearchRequest, "top_k")
 @click.option("--full", is_flag=True, help="Print whole sections instead of previews.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @filter_options
@@ -86,10 +85,10 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
 
 @cli.command("show", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="CITATION")
-@click.option("--before", type=click.IntRange(min=0), default=0,
-              help="Also print up to N sections before the cited one (at most 20).")
-@click.option("--after", type=click.IntRange(min=0), default=0,
-              help="Also print up to N sections after the cited one (at most 20).")
+@mirrored("--before", ReadRequest, "before",
+          help=f"Also print up to N sections before the cited one (at most {MAX_AROUND}).")
+@mirrored("--after", ReadRequest, "after",
+          help=f"Also print up to N sections after the cited one (at most {MAX_AROUND}).")
 @click.option("--section", "expand", is_flag=True,
               help="Grow the cited section to every consecutive chunk under the same heading.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the hit shape of search --json).")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
-from pipeline import db, schema
+from pipeline import db
 from query.reader import Reader, open_reader
 
 
@@ -45,10 +45,6 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def _version(reader: Reader) -> int:
-    return int(reader.conn.execute("PRAGMA data_version").fetchone()[0])
 
 
 class ReadIndex:
@@ -96,10 +92,9 @@ class ReadIndex:
                 kept.reader.close()
                 continue
             try:
-                version = _version(kept.reader)
+                version = kept.reader.version()
                 if version != kept.version:
-                    schema.check(kept.reader.conn, path)
-                    kept.reader.meta = schema.read_meta(kept.reader.conn)
+                    kept.reader.recheck()
                     kept.version = version
             except Exception:
                 kept.reader.close()
@@ -109,7 +104,7 @@ class ReadIndex:
         if reader is None:
             return None
         try:
-            return _Kept(reader, _identity(path), _version(reader) if self.keep else -1)
+            return _Kept(reader, _identity(path), reader.version() if self.keep else -1)
         except Exception:
             reader.close()
             raise

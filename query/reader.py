@@ -90,6 +90,29 @@ class Reader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def version(self) -> int:
+        """The store's version as this connection sees it: `PRAGMA data_version`, moved by every other commit."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def recheck(self) -> None:
+        """Check the store's format again and re-read its meta, as a fresh open would (after the store changed)."""
+        with db.translating_damage(self.settings.db_path):
+            schema.check(self.conn, self.settings.db_path)
+            self.meta = schema.read_meta(self.conn)
+
+    @contextmanager
+    def instances(self) -> Iterator[Connection]:
+        """A read-only connection of its own with the instance vocabularies (schema.INSTANCES_DDL), closed on exit.
+
+        They are temp views on a connection of their own: a Reader does not pay for creating them at
+        every open, and no read-only connection ever turns writable.
+        """
+        bulk = db.connect_readonly(self.settings.db_path, schema.INSTANCES_DDL)
+        try:
+            yield bulk
+        finally:
+            bulk.close()
+
     def require_intact(self) -> None:
         """Raise StoreDamaged when an FTS index lost rows.
 

@@ -142,14 +142,9 @@ def document_counts(reader: Reader, words: list[str], stems: dict[str, str]) -> 
                 any_form[stem] = document_count(conn, "chunks_fts", quote(word))
             out[word] = (document_count(conn, "chunks_fts_exact", quote(word)), any_form[stem])
         return out
-    # The instance vocabularies are temp views on a connection of their own: a Reader does not pay
-    # for creating them at every open, and no read-only connection ever turns writable.
-    bulk = db.connect_readonly(reader.settings.db_path, schema.INSTANCES_DDL)
-    try:
+    with reader.instances() as bulk:
         exact = _bulk_counts(bulk, "chunks_fts_exact")
         stemmed = _bulk_counts(bulk, "chunks_fts")
-    finally:
-        bulk.close()
     return {w: (exact.get(w, 0), stemmed.get(stems[w], 0)) for w in words}
 
 
@@ -288,15 +283,12 @@ WORD_SORTS = ("word", "docs")
 WORD_FIELDS = {"heading": "heading_path", "body": "body"}
 
 
-def field_words(settings: Settings, field: str) -> set[str]:
+def field_words(reader: Reader, field: str) -> set[str]:
     """The words of the exact table that occur in one column (heading or body)."""
-    bulk = db.connect_readonly(settings.db_path, schema.INSTANCES_DDL)
-    try:
+    with reader.instances() as bulk:
         view = schema.INSTANCES["chunks_fts_exact"]
         rows = bulk.execute(f"SELECT DISTINCT term FROM {view} WHERE col = ?", (WORD_FIELDS[field],))
         return {str(t) for (t,) in rows}
-    finally:
-        bulk.close()
 
 
 def list_words(
@@ -324,7 +316,7 @@ def list_words(
         if not vocab:
             reader.require_intact()
         if narrowing.field:
-            in_field = field_words(settings, narrowing.field)
+            in_field = field_words(reader, narrowing.field)
             vocab = [w for w in vocab if w in in_field]
         try:
             selected = vocab if compiled is None else matching_words(pattern or "", vocab)

@@ -84,6 +84,9 @@ def build_server(
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     service = service or QueryService.shared(settings)
     for spec in exposed.served:
+        if spec.request is None:
+            say(f"{spec.name} declares no request type; not served")
+            continue
         server.add_tool(binding(service, spec), name=spec.name, description=spec.description,
                         annotations=READ_ONLY, structured_output=False)
     return server
