@@ -12,8 +12,8 @@ store file already. A kept Reader is checked before it is lent again:
   moved since its last use, the format is checked again and the meta (the pinned vector identity)
   re-read, exactly as a fresh open would.
 
-A Reader whose request raised is closed, never kept. Thread-safe: each Reader serves one request at
-a time.
+A Reader whose request raised is closed, never kept (but a QueryError, the caller's fault,
+keeps it). Thread-safe: each Reader serves one request at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from config.errors import QueryError
 from config.settings import Settings
 from pipeline import db
 from query.reader import Reader, open_reader
@@ -74,6 +75,9 @@ class ReadIndex:
             with db.translating_damage(path):
                 yield kept.reader
             done = True
+        except QueryError:
+            done = True  # the caller's query was refused: the connection is as good as before
+            raise
         finally:
             self._give_back(kept, done)
 
