@@ -1,10 +1,13 @@
-"""The agent tools, knowledge_search, knowledge_enumerate and knowledge_read, as plain functions returning JSON.
+"""The agent tools, knowledge_search, knowledge_enumerate and knowledge_read, each declared once.
 
-Both put the mapped citation in `citation`, the raw `<path>#<ordinal>` token in `index_ref` and the
-document path as indexed in `path`; both always carry a status and a note, frame their results as
-untrusted reference data, and stay within the text budget (saying so when they trim). Each tool
-declares whether it may ever be served over MCP; exposure() applies the operator's allowlist on
-top, which can only narrow that set.
+A tool is one request type (query/requests.py: its fields, with help text and bounds, make the
+MCP input schema and the /v1 query string) and one function (service, request) -> JSON under
+@tool(...); the MCP server, the /v1 routes and the names expose.mcp.builtins accepts
+(check_allowlist) derive from TOOLS. Every answer puts the mapped citation in `citation`, the raw
+`<path>#<ordinal>` token in `index_ref` and the document path as indexed in `path`; always carries
+a status and a note, frames its results as untrusted reference data, and stays within the text
+budget (saying so when it trims). Each tool declares whether it may ever be served over MCP;
+exposure() applies the operator's allowlist on top, which can only narrow that set.
 """
 
 from __future__ import annotations
