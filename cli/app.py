@@ -41,6 +41,10 @@ class Context:
         """Settings from --config/--store-dir, the environment and knowledge.yaml."""
         if self._settings is None:
             self._settings = load_settings(self.config, self.store_dir)
+            if self._settings.expose.mcp.builtins:  # the tool names are declared by the query side
+                from query.tools import check_allowlist
+
+                check_allowlist(self._settings)
             if self._settings.embeddings_next is not None:  # after a model switch the new block serves
                 from pipeline.vectors import serving_store
 

@@ -125,3 +125,17 @@ def filter_options(command: F) -> F:
     )):
         command = option(command)
     return command
+
+
+def mirrored(flag: str, request: type, name: str, dest: str | None = None, help: str | None = None,  # noqa: A002
+             **extra: Any) -> Callable[[F], F]:
+    """A click option mirroring a field of a query request type (query/requests.py): its lower bound, its
+    default and (unless the command words it for a terminal) its help text."""
+    from query.requests import params  # only the commands that mirror a request load it
+
+    spec = next(p for p in params(request) if p.name == name)
+    kind = click.IntRange(min=spec.minimum) if spec.minimum is not None else None
+    default = extra.pop("default", spec.default)
+    option = click.option(flag, *((dest,) if dest else ()), type=kind, default=default, help=help or spec.help,
+                          **extra)
+    return option

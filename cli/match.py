@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.app import Context, citation_mapper, cli, echo_json, echo_tier, pass_context, prologue
-from cli.arguments import QueryCommand, filter_options, query_text
+from cli.app import Context, cli, echo_json, echo_tier, pass_context, prologue
+from cli.arguments import QueryCommand, filter_options, mirrored, query_text
 from config.errors import (
     EXIT_FAILURE,
     IndexNotBuilt,
@@ -19,18 +19,11 @@ from config.errors import (
 )
 from config.observability import configure_metrics, configure_tracing
 from query import words as vocab
-from query.enumerate import (
-    DEFAULT_LIMIT,
-    SORTS,
-    STATUS_OK,
-    STATUS_QUERY_EMPTY,
-    EnumerateResult,
-    checked_limit,
-    enumerate_documents,
-    to_json,
-)
-from query.filters import Filter
-from query.reader import STATUS_NOT_BUILT, not_built_note
+from query.enumerate import DEFAULT_LIMIT, SORTS, EnumerateResult, checked_limit
+from query.reader import not_built_note
+from query.requests import MatchRequest, WordsRequest
+from query.service import QueryService
+from query.status import Status
 from query.terminal import clean, name
 from query.tier import tier_line
 
@@ -71,8 +64,8 @@ def _text(value: str) -> Text:
               help=f"Documents to list (default {DEFAULT_LIMIT}; every one with --paths-only).")
 @click.option("--all", "show_all", is_flag=True, help="List every matching document.")
 @click.option("--sort", type=click.Choice(SORTS), default="matches", show_default=True, help="Order of the list.")
-@click.option("--min-matches", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Only documents with at least N matching sections (body and heading matches summed).")
+@mirrored("--min-matches", MatchRequest, "min_matches", show_default=True,
+          help="Only documents with at least N matching sections (body and heading matches summed).")
 @click.option("--paths-only", is_flag=True, help="Print only the paths, one per line (line breaks in a name escaped).")
 @click.option("-0", "--null", "null", is_flag=True,
               help="Print only the paths, each ended by a NUL byte, as stored (for `xargs -0`).")
@@ -103,12 +96,13 @@ def match_command(
     wanted = None if everything else limit or DEFAULT_LIMIT
     configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
     configure_metrics("knowledge-cli")
-    result = enumerate_documents(settings, query, 0 if count_only else wanted, sort, min_matches=min_matches,
-                                 filters=Filter.of(paths, roots, where))
-    mapper = citation_mapper(settings)
+    service = QueryService(settings)
+    answer = service.enumerate(MatchRequest(query, wanted, sort, wanted is None, min_matches, list(paths),
+                                            list(roots), list(where), count_only))
+    result, mapper = answer.result, service.mapper
     if as_json:
-        echo_json(to_json(result, mapper))
-        if result.status == STATUS_NOT_BUILT:
+        echo_json(answer.to_json())
+        if result.status == Status.INDEX_NOT_BUILT:
             raise IndexNotBuilt(result.note)
     elif paths_only or count_only:
         _refuse_unanswered(result)
@@ -119,7 +113,7 @@ def match_command(
                 click.echo((doc.path if not sys.stdout.isatty() else name(doc.path)) + "\0", nl=False)
             else:
                 click.echo(name(doc.path))
-    elif result.status == STATUS_NOT_BUILT:
+    elif result.status == Status.INDEX_NOT_BUILT:
         raise IndexNotBuilt(result.note)
     else:
         _render(result, mapper)
@@ -141,10 +135,10 @@ def _refuse_contradictions(limit: int | None, show_all: bool, paths_only: bool, 
 
 def _refuse_unanswered(result: EnumerateResult) -> None:
     """A pipe must never read 'not built' or 'no terms' as 'no documents'."""
-    if result.status == STATUS_QUERY_EMPTY:
+    if result.status == Status.QUERY_EMPTY:
         raise QueryError(result.note)
-    if result.status != STATUS_OK:
-        raise IndexNotBuilt(result.note) if result.status == STATUS_NOT_BUILT else KnowledgeError(result.note)
+    if result.status != Status.OK:
+        raise IndexNotBuilt(result.note) if result.status == Status.INDEX_NOT_BUILT else KnowledgeError(result.note)
 
 
 def _render(result: EnumerateResult, mapper: CitationMapper | None) -> None:
@@ -175,13 +169,13 @@ cli.add_command(match_command, "which")
 
 @cli.command("words")
 @click.argument("pattern", required=False)
-@click.option("--min-docs", type=click.IntRange(min=0), default=None, help="Only words in at least N documents.")
-@click.option("--max-docs", type=click.IntRange(min=0), default=None, help="Only words in at most N documents.")
+@mirrored("--min-docs", WordsRequest, "min_docs")
+@mirrored("--max-docs", WordsRequest, "max_docs")
 @click.option("--field", type=click.Choice(sorted(vocab.WORD_FIELDS)), default=None,
               help="Only the words of the headings or of the bodies.")
 @click.option("--sort", type=click.Choice(vocab.WORD_SORTS), default="word", show_default=True,
               help="Alphabetical, or most documents first.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="List at most N words.")
+@mirrored("--limit", WordsRequest, "limit")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every word with its stem and document counts).")
 @pass_context
 def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_docs: int | None, field: str | None,
@@ -192,17 +186,17 @@ def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_d
     (what `knowledge match WORD` reports); a long list is plain words, several to a line.
     """
     settings = prologue(obj, as_json)
-    narrowing = vocab.Narrowing(min_docs, max_docs, field, sort, limit)
-    result = vocab.list_words(settings, pattern, counts=True if as_json else None, narrowing=narrowing)
-    if result.status == vocab.STATUS_PATTERN_INVALID:
+    result = QueryService(settings).words(
+        WordsRequest(pattern, True if as_json else None, min_docs, max_docs, field, sort, limit))
+    if result.status == Status.PATTERN_INVALID:
         raise UsageError(result.note or "invalid pattern")
     if as_json:
         echo_json(result.to_json())
-    if result.status == STATUS_NOT_BUILT:
+    if result.status == Status.INDEX_NOT_BUILT:
         raise IndexNotBuilt(result.note or not_built_note(settings))
     if as_json:
         return
-    if result.status != vocab.STATUS_OK or not result.words:
+    if result.status != Status.OK or not result.words:
         click.echo(f"note: {clean(result.note or '')}")
         return
     if result.short:

@@ -1,4 +1,4 @@
-"""The read commands: search, show, sources, stats. Each opens with the read prologue."""
+"""The read commands: search, show, sources, stats. Each asks the query service and renders its answer."""
 
 from __future__ import annotations
 
@@ -10,28 +10,27 @@ import click
 
 from cli.app import (
     Context,
-    citation_mapper,
     cli,
     echo_json,
     echo_tier,
     pass_context,
     prologue,
 )
-from cli.arguments import QueryCommand, filter_options, query_text
+from cli.arguments import QueryCommand, filter_options, mirrored, query_text
 from config.errors import IndexNotBuilt, KnowledgeError, QueryError
 from config.observability import configure_metrics, configure_tracing
-from config.settings import MAX_TOP_K, Settings
-from query.filters import Filter
-from query.listing import sources_answer, stats_answer
-from query.reader import STATUS_NOT_BUILT, Hit, Reader, parse_ref
-from query.search import hit_json, search, to_json
+from config.settings import Settings
+from query.listing import SourcesAnswer, StatsAnswer
+from query.reader import Hit
+from query.requests import MAX_AROUND, ReadRequest, SearchRequest, ShowRequest
+from query.service import QueryService
+from query.status import Status
 from query.terminal import clean, one_line, preview
 
 
 @cli.command("search", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="QUERY...")
-@click.option("--top-k", type=click.IntRange(min=0), default=None,
-              help=f"Results to return (default top_k, max {MAX_TOP_K}).")
+@mirrored("--top-k", SearchRequest, "top_k")
 @click.option("--full", is_flag=True, help="Print whole sections instead of previews.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @filter_options
@@ -45,15 +44,17 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
     settings = obj.settings
     configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
     configure_metrics("knowledge-cli")
-    response = search(settings, query, top_k, filters=Filter.of(paths, roots, where), explain=explain)
+    service = QueryService(settings)
+    answer = service.search(SearchRequest(query, top_k, list(paths), list(roots), list(where), explain))
+    response = answer.response
     echo_tier(response.tier, as_json)
-    mapper = citation_mapper(settings)
+    mapper = service.mapper
     mapped = [mapper.map_chunk(h.path, h.ordinal, h.section) if mapper else None for h in response.hits]
     if as_json:
-        echo_json(to_json(response, mapper))
-    elif response.note and response.status != STATUS_NOT_BUILT:
+        echo_json(answer.to_json())
+    elif response.note and response.status != Status.INDEX_NOT_BUILT:
         click.echo(f"note: {clean(response.note)}")
-    if response.status == STATUS_NOT_BUILT:
+    if response.status == Status.INDEX_NOT_BUILT:
         raise IndexNotBuilt(response.note or "no index")
     if as_json:
         return
@@ -84,10 +85,10 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
 
 @cli.command("show", cls=QueryCommand)
 @click.argument("words", nargs=-1, required=True, metavar="CITATION")
-@click.option("--before", type=click.IntRange(min=0), default=0,
-              help="Also print up to N sections before the cited one (at most 20).")
-@click.option("--after", type=click.IntRange(min=0), default=0,
-              help="Also print up to N sections after the cited one (at most 20).")
+@mirrored("--before", ReadRequest, "before",
+          help=f"Also print up to N sections before the cited one (at most {MAX_AROUND}).")
+@mirrored("--after", ReadRequest, "after",
+          help=f"Also print up to N sections after the cited one (at most {MAX_AROUND}).")
 @click.option("--section", "expand", is_flag=True,
               help="Grow the cited section to every consecutive chunk under the same heading.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the hit shape of search --json).")
@@ -102,17 +103,15 @@ def show_command(obj: Context, words: tuple[str, ...], before: int, after: int, 
     if before or after or expand:
         _show_around(settings, citation, before, after, expand, as_json)
         return
-    ref = parse_ref(citation)
-    with Reader(settings) as reader:
-        hit = reader.chunk(*ref) if ref else None
-        hits = [hit] if hit else reader.document(citation)
-    if not hits:
-        raise KnowledgeError(f"no section or document {citation} in the index; `knowledge sources` lists the documents")
+    answer = QueryService(settings).show(ShowRequest(citation))
+    if answer.status == Status.INDEX_NOT_BUILT:
+        raise IndexNotBuilt(answer.note or "no index")
+    if answer.status != Status.OK:
+        raise KnowledgeError(answer.note or f"no section or document {citation}")
     if as_json:
-        mapper = citation_mapper(settings)
-        echo_json({"status": "ok", "note": None, "results": [hit_json(h, mapper) for h in hits]})
+        echo_json(answer.to_json())
         return
-    for hit in hits:
+    for hit in answer.hits:
         _print_section(hit.index_ref, hit.section, hit.content)
 
 
@@ -125,17 +124,15 @@ def _print_section(ref: str, section: str, content: str) -> None:
 
 def _show_around(settings: Settings, citation: str, before: int, after: int, expand: bool, as_json: bool) -> None:
     """show --before/--after/--section: the cited section and its neighbours, or an error with its exit code."""
-    from query.reading import STATUS_NOT_FOUND, STATUS_QUERY_ERROR, read_around
-
-    answer = read_around(settings, citation, before, after, expand)
+    answer = QueryService(settings).read(ReadRequest(citation, before, after, expand)).to_json()
     status, note = answer["status"], answer["note"] or ""
     if as_json:
         echo_json(answer)
-    if status == STATUS_NOT_BUILT:
+    if status == Status.INDEX_NOT_BUILT:
         raise IndexNotBuilt(note)
-    if status == STATUS_QUERY_ERROR:
+    if status == Status.QUERY_ERROR:
         raise QueryError(note)
-    if status == STATUS_NOT_FOUND:
+    if status == Status.NOT_FOUND:
         raise KnowledgeError(note)
     if as_json:
         return
@@ -151,7 +148,7 @@ def _show_around(settings: Settings, citation: str, before: int, after: int, exp
 @pass_context
 def sources_command(obj: Context, as_json: bool) -> None:
     """List the indexed documents."""
-    answer = _listing(obj, as_json, sources_answer)
+    answer = _listing(obj, as_json, QueryService.sources)
     if answer is None:
         return
     rows = answer["documents"]
@@ -180,7 +177,7 @@ def sources_command(obj: Context, as_json: bool) -> None:
 @pass_context
 def stats_command(obj: Context, as_json: bool) -> None:
     """Counts and facts about the index."""
-    stats = _listing(obj, as_json, stats_answer)
+    stats = _listing(obj, as_json, QueryService.stats)
     if stats is None:
         return
     for key, value in stats.items():
@@ -188,14 +185,14 @@ def stats_command(obj: Context, as_json: bool) -> None:
             click.echo(f"{key:>15}: {value}")
 
 
-Answer = Callable[[Settings, Reader], dict[str, Any]]
-
-
-def _listing(obj: Context, as_json: bool, answer: Answer) -> dict[str, Any] | None:
+def _listing(obj: Context, as_json: bool, answer: Callable[[QueryService], SourcesAnswer | StatsAnswer],
+             ) -> dict[str, Any] | None:
     """The answer of a listing command; printed as JSON (and None returned) with --json."""
     settings = prologue(obj, as_json)
-    with Reader(settings) as reader:
-        data = answer(settings, reader)
+    found = answer(QueryService(settings))
+    if found.status == Status.INDEX_NOT_BUILT:
+        raise IndexNotBuilt(found.note or "no index")
+    data = found.to_json()
     if as_json:
         echo_json(data)
         return None

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from config.errors import ConfigError
-from config.settings import SERVABLE_TOOLS, BrokerSettings, EmbeddingsSettings, McpExposure, Settings
+from config.settings import BrokerSettings, EmbeddingsSettings, McpExposure, Settings
 from config.urls import base_url_problem, broker_url_problem, normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
@@ -265,12 +265,8 @@ def _check_values(settings: Settings, where: str) -> None:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
 
 
+# The names expose.mcp.builtins accepts are the tools query/tools.py declares: cli/app.py checks them.
 def _check_mcp(mcp: McpExposure, where: str) -> None:
-    unknown = [name for name in mcp.builtins if name not in SERVABLE_TOOLS]
-    if unknown:
-        raise ConfigError(f"{where}: knowledge.expose.mcp.builtins names {', '.join(map(repr, unknown))}, which "
-                          f"{'is not a tool' if len(unknown) == 1 else 'are not tools'} knowledge serves "
-                          f"(accepted: {', '.join(SERVABLE_TOOLS)})")
     if not 0 <= mcp.port <= 65535:
         raise ConfigError(f"{where}: knowledge.expose.mcp.port must be between 0 and 65535, got {mcp.port}")
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_TOP_K = 20
-SERVABLE_TOOLS = ("knowledge_search", "knowledge_enumerate", "knowledge_read")
-"""The tool names expose.mcp.builtins accepts (query.tools declares each; a test keeps them in step)."""
 
 
 def _help(text: str) -> dict[str, str]:

@@ -23,16 +23,14 @@ from pipeline.db import Connection
 from query.filters import Filter
 from query.generation import Generation
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
-from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
+from query.reader import Reader, borrowed_reader, not_built_note
+from query.status import Status
 from query.terms import TRIGRAM, quote
 from query.words import STEMMER, document_count, other_forms
 
 if TYPE_CHECKING:
     from query.citations import CitationMapper
 
-STATUS_OK = "ok"
-STATUS_CORPUS_EMPTY = "corpus_empty"
-STATUS_QUERY_EMPTY = "query_empty"
 
 NOTE_CORPUS_EMPTY = (
     "the index holds no documents, so an empty answer says nothing about the words; "
@@ -145,10 +143,10 @@ def enumerate_documents(
         began = time.perf_counter()
         with borrowed_reader(settings, reader) as reader:
             if reader is None:
-                result = EnumerateResult(STATUS_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
+                result = EnumerateResult(Status.INDEX_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
             else:
                 result = _enumerate(reader, text, parsed, limit, sort, min_matches, filters)
-                if result.status == STATUS_OK and not result.matched:
+                if result.status == Status.OK and not result.matched:
                     reader.require_intact()
         span.set_attribute("knowledge.status", result.status)
         span.set_attribute("knowledge.terms", len(parsed.terms))
@@ -161,13 +159,13 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
                min_matches: int, filters: Filter | None = None) -> EnumerateResult:
     indexed = reader.document_count()
     if indexed == 0:
-        return EnumerateResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, text, dropped=parsed.dropped)
+        return EnumerateResult(Status.CORPUS_EMPTY, NOTE_CORPUS_EMPTY, text, dropped=parsed.dropped)
     positives = [t for t in parsed.terms if not t.negated]
     if not positives:
         note = NOTE_QUERY_EMPTY
         if parsed.dropped:
             note += "; dropped terms under two characters: " + ", ".join(parsed.dropped)
-        return EnumerateResult(STATUS_QUERY_EMPTY, note, text, dropped=parsed.dropped, indexed_documents=indexed)
+        return EnumerateResult(Status.QUERY_EMPTY, note, text, dropped=parsed.dropped, indexed_documents=indexed)
     conn = reader.conn
     generation = Generation(reader.settings.db_path)
     columns = {term: _documents(conn, term, generation) for term in parsed.terms}
@@ -198,7 +196,7 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
             totals[doc_id] = DocumentHits(body, heading, first)
     documents = _hydrate(conn, totals, sort, limit)
     generation.keep()
-    result = EnumerateResult(STATUS_OK, "", text, reports, parsed.dropped, len(totals), documents, indexed)
+    result = EnumerateResult(Status.OK, "", text, reports, parsed.dropped, len(totals), documents, indexed)
     result.note = ok_note(result)
     if filters is not None and active:
         result.note += "; " + filters.describe()

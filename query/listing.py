@@ -8,35 +8,68 @@ each document carries its mapped citation (`mapped`, null where no rule applies)
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 from pipeline.paths import PathBase
 from query.reader import Reader, open_reader
+from query.status import Status
 from query.tier import tier_line
 
-STATUS_OK = "ok"
+if TYPE_CHECKING:
+    from query.citations import CitationMapper
 
 
-def sources_answer(settings: Settings, reader: Reader) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SourcesAnswer:
+    """Every indexed document by path (chunk count, time of indexing, fields, mapped citation), or not built."""
+
+    status: Status
+    note: str | None
+    store: str
+    documents: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `sources --json` and `/v1/sources` shape."""
+        if self.status != Status.OK:
+            return {"status": self.status, "note": self.note}
+        return {"status": self.status, "note": self.note, "store": self.store, "documents": self.documents}
+
+
+@dataclass(frozen=True)
+class StatsAnswer:
+    """Counts and facts about the index and the tier line, or not built."""
+
+    status: Status
+    note: str | None
+    facts: dict[str, Any] = field(default_factory=dict)
+    tier: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The `stats --json` and `/v1/stats` shape."""
+        if self.status != Status.OK:
+            return {"status": self.status, "note": self.note}
+        return {"status": self.status, "note": None, **self.facts, "tier": self.tier}
+
+
+def sources_answer(settings: Settings, reader: Reader, mapper: CitationMapper | None) -> SourcesAnswer:
     """Every indexed document by path, with chunk count, time of indexing and mapped citation."""
-    from query.citations import CitationMapper  # the rules compile only when a listing is asked for
-
     rows = reader.sources()
-    mapper = CitationMapper.from_settings(settings)
+    configured = mapper is not None and mapper.configured
     for row in rows:
-        row["mapped"] = mapper.map_document(row["path"]) if mapper.configured else None
+        row["mapped"] = mapper.map_document(row["path"]) if mapper is not None and configured else None
     note = None
-    if mapper.configured:
+    if configured:
         unmatched = sum(1 for r in rows if not r["mapped"])
         verb = "is" if unmatched == 1 else "are"
         note = f"{unmatched} of {len(rows)} documents matched no citation rule and {verb} cited by path"
-    return {"status": STATUS_OK, "note": note, "store": str(settings.db_path), "documents": rows}
+    return SourcesAnswer(Status.OK, note, str(settings.db_path), rows)
 
 
-def stats_answer(settings: Settings, reader: Reader) -> dict[str, Any]:
+def stats_answer(settings: Settings, reader: Reader) -> StatsAnswer:
     """Counts and facts about the index, and the tier line."""
-    return {"status": STATUS_OK, "note": None, **reader.stats(), "tier": tier_line(settings)}
+    return StatsAnswer(Status.OK, None, reader.stats(), tier_line(settings))
 
 
 def removal_scale(settings: Settings, paths: list[str]) -> tuple[int, list[str]]:

@@ -1,6 +1,6 @@
 """The read side's handle on the store: read-only, format-checked, with the status of the index.
 
-A query answers "not built" with one status and note (STATUS_NOT_BUILT, not_built_note()) rather than
+A query answers "not built" with one status and note (Status.INDEX_NOT_BUILT, not_built_note()) rather than
 an error; borrowed_reader() lends a query the caller's Reader or opens (and closes) its own.
 """
 
@@ -21,7 +21,6 @@ from pipeline.paths import under
 if TYPE_CHECKING:
     from query.explain import Explain
 
-STATUS_NOT_BUILT = "index_not_built"
 
 
 def not_built_note(settings: Settings) -> str:
@@ -90,6 +89,29 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def version(self) -> int:
+        """The store's version as this connection sees it: `PRAGMA data_version`, moved by every other commit."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def recheck(self) -> None:
+        """Check the store's format again and re-read its meta, as a fresh open would (after the store changed)."""
+        with db.translating_damage(self.settings.db_path):
+            schema.check(self.conn, self.settings.db_path)
+            self.meta = schema.read_meta(self.conn)
+
+    @contextmanager
+    def instances(self) -> Iterator[Connection]:
+        """A read-only connection of its own with the instance vocabularies (schema.INSTANCES_DDL), closed on exit.
+
+        They are temp views on a connection of their own: a Reader does not pay for creating them at
+        every open, and no read-only connection ever turns writable.
+        """
+        bulk = db.connect_readonly(self.settings.db_path, schema.INSTANCES_DDL)
+        try:
+            yield bulk
+        finally:
+            bulk.close()
 
     def require_intact(self) -> None:
         """Raise StoreDamaged when an FTS index lost rows.

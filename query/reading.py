@@ -1,6 +1,6 @@
 """Reading around a hit: the cited section with its neighbours, or grown to its whole section.
 
-read_around() answers a `<path>#<ordinal>` citation with that section plus up to `before` sections
+around() answers a `<path>#<ordinal>` citation with that section plus up to `before` sections
 before and `after` sections after it in the same document, in ordinal order, each in the hit shape
 of search (score null). With expand, the cited hit first grows to its whole section: the
 consecutive chunks of the document that share its heading path, walked out one chunk at a time,
@@ -15,19 +15,19 @@ not_found (no such section), query_error (not a citation, or a negative count).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 from query import budget
-from query.citations import CitationMapper
-from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note, parse_ref
+from query.reader import Hit, Reader, parse_ref
+from query.requests import MAX_AROUND, ReadRequest
 from query.search import hit_json
+from query.status import Status
 
-MAX_AROUND = 20  # sections read on each side at most
-STATUS_OK = "ok"
-STATUS_NOT_FOUND = "not_found"
-STATUS_QUERY_ERROR = "query_error"
+if TYPE_CHECKING:
+    from query.citations import CitationMapper
+
 JOINER = "\n\n"
 
 
@@ -80,40 +80,65 @@ def _expand(chunks: list[Hit], at: int, room: int) -> tuple[int, int, bool]:
             return low, high, False
 
 
-def _answer(status: str, note: str | None, citation: str, results: list[dict[str, Any]] | None = None,
-            **extra: Any) -> dict[str, Any]:
-    return {"status": status, "note": note, "citation": citation, **extra, "results": results or []}
+@dataclass(frozen=True)
+class ReadAnswer:
+    """The cited section and its neighbours (hits in the search shape, document order), or why not."""
+
+    status: Status
+    note: str | None
+    citation: str
+    results: list[dict[str, Any]] = field(default_factory=list)
+    index_ref: str = ""
+    before: int = 0
+    after: int = 0
+    expanded: bool = False
+    span: str | None = None
+    trimmed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The `show --json` (with --before/--after/--section), knowledge_read and `/v1/read` shape."""
+        head: dict[str, Any] = {"status": self.status, "note": self.note, "citation": self.citation}
+        if self.status != Status.OK:
+            return {**head, "results": self.results}
+        return {**head, "index_ref": self.index_ref, "before": self.before, "after": self.after,
+                "expanded": self.expanded, **({"span": self.span} if self.expanded else {}),
+                "returned": len(self.results), "trimmed": self.trimmed, "results": self.results}
 
 
-def read_around(settings: Settings, citation: str, before: int = 0, after: int = 0, expand: bool = False,
-                reader: Reader | None = None) -> dict[str, Any]:
-    """The cited section and its neighbours within the text budget, as JSON with a status; never raises
-    for the caller's input (a damaged store still raises StoreDamaged)."""
-    citation = citation.strip()
+def refusal(request: ReadRequest) -> ReadAnswer | None:
+    """The query_error answer of a request that names no citation or a negative count, else None."""
+    citation = request.citation.strip()
+    if parse_ref(citation) is None:
+        return ReadAnswer(Status.QUERY_ERROR, f"{citation!r} is not a citation token `<path>#<ordinal>` "
+                          "(the `index_ref` of a search result)", citation)
+    if request.before < 0 or request.after < 0:
+        return ReadAnswer(Status.QUERY_ERROR, "before and after count sections and cannot be negative", citation)
+    return None
+
+
+def around(settings: Settings, reader: Reader, request: ReadRequest, mapper: CitationMapper | None) -> ReadAnswer:
+    """The answer to a read request on an open Reader."""
+    refused = refusal(request)
+    if refused is not None:
+        return refused
+    citation = request.citation.strip()
     ref = parse_ref(citation)
-    if ref is None:
-        return _answer(STATUS_QUERY_ERROR, f"{citation!r} is not a citation token `<path>#<ordinal>` "
-                       "(the `index_ref` of a search result)", citation)
-    if before < 0 or after < 0:
-        return _answer(STATUS_QUERY_ERROR, "before and after count sections and cannot be negative", citation)
+    assert ref is not None  # refusal() checked it
     notes: list[str] = []
-    for name, value in (("before", before), ("after", after)):
+    for name, value in (("before", request.before), ("after", request.after)):
         if value > MAX_AROUND:
             notes.append(f"{name}={value} capped at {MAX_AROUND} sections")
-    before, after = min(before, MAX_AROUND), min(after, MAX_AROUND)
-    with borrowed_reader(settings, reader) as own:
-        if own is None:
-            return _answer(STATUS_NOT_BUILT, not_built_note(settings), citation)
-        chunks = own.document(ref[0])
+    before, after = min(request.before, MAX_AROUND), min(request.after, MAX_AROUND)
+    chunks = reader.document(ref[0])
     at = next((i for i, c in enumerate(chunks) if c.ordinal == ref[1]), None)
     if at is None:
-        return _answer(STATUS_NOT_FOUND, f"no section {citation} in the index; `knowledge sources` lists the "
-                       "documents and search results carry citations to read", citation)
-    return _fit(settings, Window(chunks, at, at), before, after, expand, notes, citation)
+        return ReadAnswer(Status.NOT_FOUND, f"no section {citation} in the index; `knowledge sources` lists the "
+                          "documents and search results carry citations to read", citation)
+    return _fit(settings, Window(chunks, at, at), before, after, request.expand, notes, citation, mapper)
 
 
 def _fit(settings: Settings, window: Window, before: int, after: int, expand: bool, notes: list[str],
-         citation: str) -> dict[str, Any]:
+         citation: str, mapper: CitationMapper | None) -> ReadAnswer:
     """The answer: the (expanded) cited hit, then neighbours added within the budget."""
     room = budget.search_budget(settings)
     chunks, at = window.chunks, window.low
@@ -132,7 +157,6 @@ def _fit(settings: Settings, window: Window, before: int, after: int, expand: bo
             continue
         kept.append(position)
         used += cost
-    mapper = CitationMapper.from_settings(settings)
     cited = replace(chunks[at], content=window.span_json()["content"])
     span = f"{cited.path}#{chunks[window.low].ordinal}..#{chunks[window.high].ordinal}"
     results: list[dict[str, Any]] = []
@@ -145,7 +169,6 @@ def _fit(settings: Settings, window: Window, before: int, after: int, expand: bo
         notes.append(f"trimmed to the text budget: returning {len(results)} section(s), the cited one "
                      f"{'grown to ' + span if expand else 'whole'} ({room} characters, from "
                      f"max_injected_tokens={settings.max_injected_tokens})")
-    return _answer(STATUS_OK, "; ".join(notes) or None, citation, index_ref=cited.index_ref,
-                   before=sum(1 for p in kept if p < at), after=sum(1 for p in kept if p > at),
-                   expanded=expand, **({"span": span} if expand else {}), returned=len(results), trimmed=cut,
-                   results=results)
+    return ReadAnswer(Status.OK, "; ".join(notes) or None, citation, results, cited.index_ref,
+                      sum(1 for p in kept if p < at), sum(1 for p in kept if p > at), expand,
+                      span if expand else None, cut)

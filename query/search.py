@@ -16,7 +16,8 @@ from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter, document_ids_json
 from query.fusion import diversified_top, diversify, rrf
 from query.lexical import FANOUT, search_ids
-from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
+from query.reader import Hit, Reader, borrowed_reader, not_built_note
+from query.status import Status
 from query.terminal import one_line
 from query.terms import LexicalQuery, build_query, verbatim_phrases
 from query.tier import tier_line
@@ -25,8 +26,6 @@ from query.verbatim import protect, verbatim_ids
 if TYPE_CHECKING:
     from query.citations import CitationMapper
 
-STATUS_OK = "ok"
-STATUS_EMPTY = "index_empty"
 
 # The rankings search_deep can force; `search` ranks as configured (hybrid with embeddings, else lexical).
 LEXICAL = "lexical"
@@ -76,14 +75,14 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
     """
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
-            return SearchResponse(tier_line(settings), STATUS_NOT_BUILT, note=not_built_note(settings))
+            return SearchResponse(tier_line(settings), Status.INDEX_NOT_BUILT, note=not_built_note(settings))
         k, clamped = clamp_top_k(top_k, settings)
         with traced("search") as span:
             began = time.perf_counter()
             response = _search(settings, reader, text, k, filters=filters, explain=explain)
             if clamped:
                 response.note = "; ".join(n for n in (response.note, clamped) if n)
-            if not response.hits and response.status == STATUS_OK:
+            if not response.hits and response.status == Status.OK:
                 reader.require_intact()
             span.set_attribute("knowledge.tier", response.tier)
             span.set_attribute("knowledge.degraded", response.degraded or "")
@@ -137,7 +136,7 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
     pinned = pinned_identity(reader.meta)
     tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
     if reader.document_count() == 0:
-        return SearchResponse(tier, STATUS_EMPTY, note=NOTE_EMPTY)
+        return SearchResponse(tier, Status.INDEX_EMPTY, note=NOTE_EMPTY)
     query = build_query(text)
     allowed = document_ids_json(filters.documents(reader.conn)) if filters is not None and filters.active else None
     excluded = excluded_ids(reader, query)
@@ -168,13 +167,13 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
 
     by_bm25 = [(cid, -score) for cid, score in scored]  # bm25 (or negated RRF): lower was better
     if emb is None or ranking == LEXICAL:
-        return SearchResponse(tier, STATUS_OK, hits(by_bm25, LEXICAL), note, query.dropped)
+        return SearchResponse(tier, Status.OK, hits(by_bm25, LEXICAL), note, query.dropped)
     from query.vector import KNN_K, query_identity  # the HTTP client only with embeddings
 
     if not query.terms and ranking != VECTOR:
         if emb is not None:
             query_identity(emb, reader.meta, settings.db_path)  # a mismatch is an error even here
-        return SearchResponse(tier, STATUS_OK, hits(by_bm25, LEXICAL), note, query.dropped)
+        return SearchResponse(tier, Status.OK, hits(by_bm25, LEXICAL), note, query.dropped)
     try:
         found, feedback, settings, tier = _nearest(settings, reader, text, max(depth, KNN_K), allowed, tier,
                                                    None if ranking == VECTOR else lexical, excluded)
@@ -185,16 +184,16 @@ def _search(settings: Settings, reader: Reader, text: str, k: int, fanout: int =
             raise  # a forced ranking (evaluation) never degrades silently
         reason = f"{exc.kind}: {one_line(str(exc), 200)}"
         notes = [n for n in (note, f"vector tier skipped ({reason}); these results are lexical only") if n]
-        return SearchResponse(tier_line(settings, degraded=reason), STATUS_OK,
+        return SearchResponse(tier_line(settings, degraded=reason), Status.OK,
                               hits(by_bm25, LEXICAL),
                               "; ".join(notes), query.dropped, degraded=reason, degraded_kind=exc.kind)
     neighbours = [(cid, d) for cid, d in found if cid not in excluded]
     if ranking == VECTOR:
-        return SearchResponse(tier, STATUS_OK, hits([(cid, -d) for cid, d in neighbours], VECTOR, neighbours),
+        return SearchResponse(tier, Status.OK, hits([(cid, -d) for cid, d in neighbours], VECTOR, neighbours),
                               note, query.dropped)
     held = verbatim_ids(reader.conn, verbatim_phrases(text), lexical)
     fused = rrf([lexical, [cid for cid, _ in neighbours]])
-    return SearchResponse(tier, STATUS_OK, hits(fused, HYBRID, neighbours, len(feedback), held), note, query.dropped)
+    return SearchResponse(tier, Status.OK, hits(fused, HYBRID, neighbours, len(feedback), held), note, query.dropped)
 
 
 def _query_note(query: LexicalQuery, filters: Filter | None) -> str | None:

@@ -20,7 +20,8 @@ from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.text import is_cjk
-from query.reader import STATUS_NOT_BUILT, Reader, borrowed_reader, not_built_note
+from query.reader import Reader, borrowed_reader, not_built_note
+from query.status import Status
 from query.terms import quote
 
 SHORT_LIST = 20
@@ -35,9 +36,6 @@ PATTERN_UNITS = 50_000
 count when it compiles ((?:a{60000}){60000} is 3.6 billion items, a MemoryError after seconds), and
 compiling is not under PATTERN_SECONDS; 50,000 compile in well under 0.1 s."""
 
-STATUS_OK = "ok"
-STATUS_CORPUS_EMPTY = "corpus_empty"
-STATUS_PATTERN_INVALID = "pattern_invalid"
 
 NOTE_CORPUS_EMPTY = (
     "the index holds no documents, so it has no vocabulary; check knowledge.paths and run `knowledge index`"
@@ -148,14 +146,9 @@ def document_counts(reader: Reader, words: list[str], stems: dict[str, str]) -> 
                 any_form[stem] = document_count(conn, "chunks_fts", quote(word))
             out[word] = (document_count(conn, "chunks_fts_exact", quote(word)), any_form[stem])
         return out
-    # The instance vocabularies are temp views on a connection of their own: a Reader does not pay
-    # for creating them at every open, and no read-only connection ever turns writable.
-    bulk = db.connect_readonly(reader.settings.db_path, schema.INSTANCES_DDL)
-    try:
+    with reader.instances() as bulk:
         exact = _bulk_counts(bulk, "chunks_fts_exact")
         stemmed = _bulk_counts(bulk, "chunks_fts")
-    finally:
-        bulk.close()
     return {w: (exact.get(w, 0), stemmed.get(stems[w], 0)) for w in words}
 
 
@@ -335,15 +328,12 @@ WORD_SORTS = ("word", "docs")
 WORD_FIELDS = {"heading": "heading_path", "body": "body"}
 
 
-def field_words(settings: Settings, field: str) -> set[str]:
+def field_words(reader: Reader, field: str) -> set[str]:
     """The words of the exact table that occur in one column (heading or body)."""
-    bulk = db.connect_readonly(settings.db_path, schema.INSTANCES_DDL)
-    try:
+    with reader.instances() as bulk:
         view = schema.INSTANCES["chunks_fts_exact"]
         rows = bulk.execute(f"SELECT DISTINCT term FROM {view} WHERE col = ?", (WORD_FIELDS[field],))
         return {str(t) for (t,) in rows}
-    finally:
-        bulk.close()
 
 
 def list_words(
@@ -361,26 +351,26 @@ def list_words(
             warnings.simplefilter("ignore", FutureWarning)
             compiled = re.compile(pattern, re.IGNORECASE) if pattern else None
             if pattern and unrolled_size(pattern) > PATTERN_UNITS:  # before the bounded engine compiles it
-                return WordsResult(STATUS_PATTERN_INVALID, _too_large(pattern), pattern)
+                return WordsResult(Status.PATTERN_INVALID, _too_large(pattern), pattern)
     except (re.error, OverflowError, RecursionError) as exc:
-        return WordsResult(STATUS_PATTERN_INVALID, _invalid(pattern, exc), pattern)
+        return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
-            return WordsResult(STATUS_NOT_BUILT, not_built_note(settings), pattern)
+            return WordsResult(Status.INDEX_NOT_BUILT, not_built_note(settings), pattern)
         if reader.document_count() == 0:
-            return WordsResult(STATUS_CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
+            return WordsResult(Status.CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab = vocabulary(reader.conn)
         if not vocab:
             reader.require_intact()
         if narrowing.field:
-            in_field = field_words(settings, narrowing.field)
+            in_field = field_words(reader, narrowing.field)
             vocab = [w for w in vocab if w in in_field]
         try:
             selected = vocab if compiled is None else matching_words(pattern or "", vocab)
         except ValueError as exc:
-            return WordsResult(STATUS_PATTERN_INVALID, _invalid(pattern, exc), pattern)
+            return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
         if selected is None:
-            return WordsResult(STATUS_PATTERN_INVALID, _too_slow(pattern or ""), pattern)
+            return WordsResult(Status.PATTERN_INVALID, _too_slow(pattern or ""), pattern)
         stems = STEMMER.stems(selected)
         want_counts = len(selected) <= SHORT_LIST if counts is None else counts
         if not (want_counts or narrowing.needs_counts):
@@ -395,7 +385,7 @@ def list_words(
             infos = infos[: narrowing.limit]
         selected = [i.word for i in infos]
         note = None if selected else f"no word of the index matches {pattern!r}"
-        return WordsResult(STATUS_OK, note, pattern, infos, len(vocab))
+        return WordsResult(Status.OK, note, pattern, infos, len(vocab))
 
 
 def by_counts(words: list[WordInfo]) -> list[WordInfo]:

@@ -32,12 +32,11 @@ from config.errors import KnowledgeError, QueryError
 from config.observability import prometheus_text
 from config.settings import Settings
 from query import tools
-from query.citations import CitationMapper
-from query.enumerate import DEFAULT_LIMIT, checked_limit, enumerate_documents, to_json
-from query.listing import sources_answer, stats_answer
-from query.reader import STATUS_NOT_BUILT, Reader, not_built_note, open_reader
+from query.requests import MatchRequest, from_query
 from query.serve import page_routes as site
 from query.serve.mcp_server import build_server
+from query.service import QueryService
+from query.status import Status
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
@@ -148,138 +147,91 @@ def _json(data: dict[str, Any], code: int = 200) -> Response:
     return Response(json.dumps(data, ensure_ascii=False), status_code=code, media_type="application/json")
 
 
-def _int_param(request: Request, name: str, default: int | None) -> int | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise QueryError(f"{name} must be a whole number, got {raw!r}") from exc
-
-
-def _flag(request: Request, name: str) -> bool:
-    return request.query_params.get(name, "").lower() in ("1", "true", "yes")
-
-
-def _filter_params(request: Request) -> tuple[list[str], list[str], list[str]]:
-    """The repeatable filter parameters: path, root and where (key=value)."""
-    params = request.query_params
-    return params.getlist("path"), params.getlist("root"), params.getlist("where")
-
-
 class JsonApi:
-    """The GET /v1 handlers over the same core functions the CLI and the tools use."""
+    """The GET /v1 handlers: each parses its request type from the query string, asks the query service and
+    prints the answer's JSON."""
 
-    def __init__(self, settings: Settings, served: tuple[str, ...]) -> None:
+    def __init__(self, settings: Settings, served: tuple[str, ...], service: QueryService | None = None) -> None:
         self.settings = settings
         self.served = served
+        self.service = service or QueryService(settings)
 
     def health(self, request: Request) -> Response:
         """Liveness: the server answers (the index may still be unbuilt)."""
-        return _json({"status": "ok", "tools": list(self.served)})
+        return _json({"status": Status.OK, "tools": list(self.served)})
 
-    def search(self, request: Request) -> Response:
-        """knowledge_search over HTTP: ?q=...&top_k=...&path=...&root=...&where=key=value&explain=true
+    def tool(self, spec: tools.ToolSpec) -> Callable[[Request], Response]:
+        """The handler of a tool's /v1 route: its request from the query string (400 when malformed), its
+        answer as over MCP, the HTTP status its answer's status maps to."""
+        request_type = spec.request
+        assert request_type is not None
 
-        path, root and where may repeat (paths or roots widen, where conditions all hold).
-        """
-        if "knowledge_search" not in self.served:
-            return _json(_not_served("knowledge_search"), 404)
-        query = request.query_params.get("q")
-        if query is None:
-            return _json({"status": "query_error", "note": "pass the query as ?q=..."}, 400)
-        try:
-            top_k = _int_param(request, "top_k", None)
-        except QueryError as exc:
-            return _json({"status": "query_error", "note": str(exc)}, 400)
-        path, root, where = _filter_params(request)
-        return _json(tools.knowledge_search(self.settings, query, top_k, path, root, where,
-                                            _flag(request, "explain")))
+        def handle(request: Request) -> Response:
+            if spec.name not in self.served:
+                return _json(_not_served(spec.name), 404)
+            try:
+                parsed = from_query(request_type, request.query_params)
+            except QueryError as exc:
+                return _json({"status": Status.QUERY_ERROR, "note": str(exc)}, 400)
+            answer = spec.answer(self.service, parsed)
+            return _json(answer, spec.codes.get(answer["status"], 200))
+
+        handle.__doc__ = f"{spec.name} over HTTP: GET {spec.route} with its parameters in the query string."
+        return handle
 
     def match(self, request: Request) -> Response:
         """match over HTTP, the `match --json` shape: ?q=...&limit=...&sort=matches|path&all=1, and the
         filters of /v1/search (path, root, where)."""
         if "knowledge_enumerate" not in self.served:
             return _json(_not_served("knowledge_enumerate"), 404)
-        query = request.query_params.get("q")
-        if query is None:
-            return _json({"status": "query_error", "note": "pass the query as ?q=..."}, 400)
         try:
-            everything = _flag(request, "all")
-            limit = None if everything else checked_limit(_int_param(request, "limit", DEFAULT_LIMIT))
-            filters = tools.tool_filter(*_filter_params(request))
-            result = enumerate_documents(self.settings, query, limit, request.query_params.get("sort", "matches"),
-                                         filters=filters)
-            mapper = CitationMapper.from_settings(self.settings)
+            answer = self.service.enumerate(from_query(MatchRequest, request.query_params))
         except QueryError as exc:
-            return _json({"status": "query_error", "note": str(exc)}, 400)
+            return _json({"status": Status.QUERY_ERROR, "note": str(exc)}, 400)
         except KnowledgeError as exc:
-            return _json({"status": "error", "note": str(exc)}, 500)
-        return _json(to_json(result, mapper))
-
-    def read(self, request: Request) -> Response:
-        """knowledge_read over HTTP: ?citation=<path>#<ordinal>&before=N&after=N&expand=true"""
-        if "knowledge_read" not in self.served:
-            return _json(_not_served("knowledge_read"), 404)
-        citation = request.query_params.get("citation")
-        if citation is None:
-            return _json({"status": "query_error", "note": "pass the citation as ?citation=<path>#<ordinal>"}, 400)
-        try:
-            before = _int_param(request, "before", 0) or 0
-            after = _int_param(request, "after", 0) or 0
-        except QueryError as exc:
-            return _json({"status": "query_error", "note": str(exc)}, 400)
-        answer = tools.knowledge_read(self.settings, citation, before, after, _flag(request, "expand"))
-        codes = {"query_error": 400, "not_found": 404, "error": 500}
-        return _json(answer, codes.get(answer["status"], 200))
+            return _json({"status": Status.ERROR, "note": str(exc)}, 500)
+        return _json(answer.to_json())
 
     def sources(self, request: Request) -> Response:
         """Every indexed document, with its mapped citation when rules exist."""
-        return self._with_reader(lambda reader: sources_answer(self.settings, reader))
+        return self._listing(lambda: self.service.sources().to_json())
 
     def stats(self, request: Request) -> Response:
         """Counts and facts about the index, and the tier line."""
-        return self._with_reader(lambda reader: stats_answer(self.settings, reader))
+        return self._listing(lambda: self.service.stats().to_json())
 
     def metrics(self, request: Request) -> Response:
         """This process's metrics (search and enumerate latency by tier, degraded searches) for Prometheus."""
         body, content_type = prometheus_text()
         return Response(body, media_type=content_type)
 
-    def _with_reader(self, body: Callable[[Reader], dict[str, Any]]) -> Response:
+    def _listing(self, answer: Callable[[], dict[str, Any]]) -> Response:
         try:
-            reader = open_reader(self.settings)
+            return _json(answer())
         except KnowledgeError as exc:
-            return _json({"status": "error", "note": str(exc)}, 500)
-        if reader is None:
-            return _json({"status": STATUS_NOT_BUILT, "note": not_built_note(self.settings)})
-        with reader:
-            return _json(body(reader))
+            return _json({"status": Status.ERROR, "note": str(exc)}, 500)
 
 
 def _not_served(tool: str) -> dict[str, str]:
-    return {"status": "not_served", "note": f"{tool} is not exposed; name it under knowledge.expose.mcp.builtins"}
+    return {"status": Status.NOT_SERVED,
+            "note": f"{tool} is not exposed; name it under knowledge.expose.mcp.builtins"}
 
 
 def build_app(
     settings: Settings, host: str, token: str | None = None, warn: Callable[[str], None] | None = None
 ) -> ASGIApp:
     """The guarded ASGI app: the MCP endpoint, the JSON API and the search page."""
-    server = build_server(settings, warn=warn)
+    service = QueryService.shared(settings)  # one ReadIndex for every request: MCP, /v1 and the page
+    server = build_server(settings, warn=warn, service=service)
     served = tuple(tool.name for tool in tools.exposure(settings).served)
-    api = JsonApi(settings, served)
-    for path, handler in (
-        ("/healthz", api.health),
-        ("/v1/search", api.search),
-        ("/v1/match", api.match),
-        ("/v1/read", api.read),
-        ("/v1/sources", api.sources),
-        ("/v1/stats", api.stats),
-        ("/metrics", api.metrics),
-    ):
+    api = JsonApi(settings, served, service)
+    routes: list[tuple[str, Callable[[Request], Response]]] = [("/healthz", api.health)]
+    routes += [(spec.route, api.tool(spec)) for spec in tools.TOOLS.values() if spec.route and spec.request]
+    routes += [("/v1/match", api.match), ("/v1/sources", api.sources), ("/v1/stats", api.stats),
+               ("/metrics", api.metrics)]
+    for path, handler in routes:
         server.custom_route(path, methods=["GET"])(handler)
-    for path, methods, page_handler in site.Site(settings, served, token).routes():
+    for path, methods, page_handler in site.Site(settings, served, token, service).routes():
         server.custom_route(path, methods=methods)(page_handler)
     # The Guard below does the Host/Origin checks for every route, the MCP endpoint included.
     app = server.streamable_http_app(

@@ -1,20 +1,23 @@
 """The MCP server (official `mcp` SDK): the allowlisted read-only knowledge tools, nothing else.
 
 A tool is served only when it declares itself servable and the operator names it in
-knowledge.expose.mcp.builtins (query.tools.exposure). Nothing that writes is registered. A missing
-index never stops the server: each call opens the store afresh and answers index_not_built with
-the fix until an index exists. Over stdio, stdout carries only protocol messages; logs and warnings
-go to stderr, and a line that is not JSON (or not a JSON-RPC message) is answered with a JSON-RPC
-error (-32700 parse error, -32600 invalid request, id null) where the SDK alone answers nothing.
+knowledge.expose.mcp.builtins (query.tools.exposure). Nothing that writes is registered. Each tool's
+input schema is its request type's fields (query/requests.py), so a tool declared in
+query/tools.py is served here with no other edit. A missing index never stops the server: each
+call asks the query service, which answers index_not_built with the fix until an index exists.
+Over stdio, stdout carries only protocol messages; logs and warnings go to stderr, and a line that
+is not JSON (or not a JSON-RPC message) is answered with a JSON-RPC error (-32700 parse error,
+-32600 invalid request, id null) where the SDK alone answers nothing.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio
 from mcp.server import MCPServer
@@ -33,6 +36,9 @@ from pydantic import Field
 
 from config.settings import Settings
 from query import tools
+from query.requests import params
+from query.service import QueryService
+from query.status import Status
 
 SERVER_NAME = "knowledge"
 INSTRUCTIONS = (
@@ -46,64 +52,42 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 log = logging.getLogger("knowledge.mcp")
 
-# The filter and explain parameters as the input schema describes them to agents.
-PATH_HELP = ("Only documents whose indexed path is under one of these prefixes (docs/api) or matches one of "
-             "these globs (docs/api/**, *.md; ** spans directories).")
-ROOT_HELP = "Only documents under one of these indexed roots."
-WHERE_HELP = ("Front-matter field equality, all must hold: key=value strings or a {key: value} object "
-              "(tags=security; a list field matches when it contains the value).")
-EXPLAIN_HELP = ("Attach to each result an `explain` object: lexical rank and BM25 score, vector rank and "
-                "distance, each tier's share of the fused RRF score, and `demoted` (moved below other "
-                "documents because two sections of its own rank above it).")
-CITATION_HELP = "The `index_ref` of a result to read around: `<path>#<ordinal>`."
-BEFORE_HELP = "Sections to add before the cited one, nearest first (0 to 20)."
-AFTER_HELP = "Sections to add after the cited one, nearest first (0 to 20)."
-EXPAND_HELP = ("Grow the cited result to its whole section: every consecutive chunk under the same heading, "
-               "within the text budget; `span` names the chunks it covers.")
 
 
 def tool_result(data: dict[str, Any]) -> CallToolResult:
     """A tool answer as MCP content: the JSON text and the same object as structured content."""
-    error = data.get("status") in (tools.STATUS_ERROR, tools.STATUS_QUERY_ERROR)
+    error = data.get("status") in (Status.ERROR, Status.QUERY_ERROR)
     text = json.dumps(data, ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=error)
 
 
-def _functions(settings: Settings) -> dict[str, Callable[..., CallToolResult]]:
-    """The MCP-facing signature of each tool (the SDK derives the input schema from it)."""
+def binding(service: QueryService, spec: tools.ToolSpec) -> Callable[..., CallToolResult]:
+    """The MCP-facing function of a tool: its signature (hence the input schema the SDK derives) is its
+    request type's fields, each with its help text and bounds."""
+    request_type = spec.request
+    assert request_type is not None  # exposure() serves only declared tools
 
-    def knowledge_search(
-        query: str,
-        top_k: int | None = None,
-        path: Annotated[list[str] | None, Field(description=PATH_HELP)] = None,
-        root: Annotated[list[str] | None, Field(description=ROOT_HELP)] = None,
-        where: Annotated[list[str] | dict[str, str] | None, Field(description=WHERE_HELP)] = None,
-        explain: Annotated[bool, Field(description=EXPLAIN_HELP)] = False,
-    ) -> CallToolResult:
-        return tool_result(tools.knowledge_search(settings, query, top_k, path, root, where, explain))
+    def call(**arguments: Any) -> CallToolResult:
+        return tool_result(spec.answer(service, request_type(**arguments)))
 
-    def knowledge_enumerate(
-        query: str,
-        path: Annotated[list[str] | None, Field(description=PATH_HELP)] = None,
-        root: Annotated[list[str] | None, Field(description=ROOT_HELP)] = None,
-        where: Annotated[list[str] | dict[str, str] | None, Field(description=WHERE_HELP)] = None,
-    ) -> CallToolResult:
-        return tool_result(tools.knowledge_enumerate(settings, query, path, root, where))
-
-    def knowledge_read(
-        citation: Annotated[str, Field(description=CITATION_HELP)],
-        before: Annotated[int, Field(description=BEFORE_HELP)] = 0,
-        after: Annotated[int, Field(description=AFTER_HELP)] = 0,
-        expand: Annotated[bool, Field(description=EXPAND_HELP)] = False,
-    ) -> CallToolResult:
-        return tool_result(tools.knowledge_read(settings, citation, before, after, expand))
-
-    return {"knowledge_search": knowledge_search, "knowledge_enumerate": knowledge_enumerate,
-            "knowledge_read": knowledge_read}
+    parameters = []
+    for field in params(request_type):
+        bounds: dict[str, Any] = {k: v for k, v in (("minimum", field.minimum), ("maximum", field.maximum))
+                                  if v is not None}
+        described = cast(Any, Annotated)[field.annotation,
+                                         Field(description=field.help, json_schema_extra=bounds or None)]
+        parameters.append(inspect.Parameter(
+            field.name, inspect.Parameter.KEYWORD_ONLY, annotation=described,
+            default=inspect.Parameter.empty if field.required else field.default))
+    call.__dict__["__signature__"] = inspect.Signature(parameters, return_annotation=CallToolResult)
+    call.__name__ = call.__qualname__ = spec.name
+    call.__doc__ = spec.description
+    return call
 
 
 def build_server(
-    settings: Settings, registry: dict[str, tools.ToolSpec] | None = None, warn: Callable[[str], None] | None = None
+    settings: Settings, registry: dict[str, tools.ToolSpec] | None = None, warn: Callable[[str], None] | None = None,
+    service: QueryService | None = None,
 ) -> MCPServer:
     """An MCPServer with exactly the exposed tools registered; warnings go to warn (stderr by default)."""
     exposed = tools.exposure(settings, registry)
@@ -111,14 +95,13 @@ def build_server(
     for message in exposed.warnings:
         say(message)
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
-    functions = _functions(settings)
+    service = service or QueryService.shared(settings)
     for spec in exposed.served:
-        fn = functions.get(spec.name)
-        if fn is None:
-            say(f"{spec.name} has no MCP binding; not served")
+        if spec.request is None:
+            say(f"{spec.name} declares no request type; not served")
             continue
-        server.add_tool(fn, name=spec.name, description=spec.description, annotations=READ_ONLY,
-                        structured_output=False)
+        server.add_tool(binding(service, spec), name=spec.name, description=spec.description,
+                        annotations=READ_ONLY, structured_output=False)
     return server
 
 

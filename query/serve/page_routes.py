@@ -1,8 +1,8 @@
 """The search page's routes on `knowledge serve`: GET /, /show/<ref>, /sources, /stats, sign-in, /static.
 
-Each handler reads through the same functions as the JSON API (search + hit_json,
-enumerate_documents + document_json, sources_answer, stats_answer, Reader.chunk/document) on one
-read-only Reader per request, and answers server-rendered HTML (query/serve/page.py) under a
+Each handler asks the same query service as the JSON API (query/service.py) and renders its answers'
+JSON (search_results gets `search --json`'s shape, match_results `match --json`'s), as
+server-rendered HTML (query/serve/page.py) under a
 Content-Security-Policy that allows only this server's own stylesheet and script. With a token
 configured the Guard lets a page through on the bearer header or on the session cookie the sign-in
 form sets (HttpOnly, SameSite=Strict, derived from the token, never the token itself); the token
@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote_to_bytes
@@ -24,15 +23,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from config.errors import KnowledgeError, QueryError
 from config.settings import MAX_TOP_K, Settings
-from query.citations import CitationMapper
-from query.enumerate import DEFAULT_LIMIT, document_json, enumerate_documents
-from query.filters import Filter
+from query.enumerate import DEFAULT_LIMIT
 from query.highlight import excerpt, marks
-from query.listing import sources_answer, stats_answer
 from query.match_query import scrub
-from query.reader import Reader, not_built_note, open_reader, parse_ref
-from query.search import hit_json, search
+from query.requests import MatchRequest, SearchRequest, ShowRequest
 from query.serve import page
+from query.service import QueryService
+from query.status import Status
 from query.terms import build_query
 
 COOKIE = "knowledge_session"
@@ -79,13 +76,15 @@ def sign_in_refusal(path: str) -> Response:
     return html(page.layout("Sign in", page.login_page(next_path=path if path in PAGE_PATHS else "/")), 401)
 
 
-@dataclass
 class Site:
-    """The page's handlers over one Settings; `served` gates search and match exactly as on /v1."""
+    """The page's handlers over one query service; `served` gates search and match exactly as on /v1."""
 
-    settings: Settings
-    served: tuple[str, ...]
-    token: str | None = None
+    def __init__(self, settings: Settings, served: tuple[str, ...], token: str | None = None,
+                 service: QueryService | None = None) -> None:
+        self.settings = settings
+        self.served = served
+        self.token = token
+        self.service = service or QueryService(settings)
 
     def routes(self) -> list[tuple[str, list[str], Callable[[Request], Any]]]:
         """(path, methods, handler) for each page route."""
@@ -118,83 +117,74 @@ class Site:
             note = f"{tool} is not exposed; name it under knowledge.expose.mcp.builtins"
             return self._page(request, "Search", form + page.message_page("Not served", note), 404, "/")
         try:
-            reader = open_reader(self.settings)
-            if reader is None:
-                body = page.message_page("The index is not built", not_built_note(self.settings))
-                return self._page(request, state.q, form + body, current="/")
-            with reader:
-                results = self._search(reader, state) if state.mode == "search" else self._match(reader, state)
+            if state.mode == "search":
+                status, said, results = self._search(state)
+            else:
+                status, said, results = self._match(state)
         except QueryError as exc:
             return self._page(request, state.q, form + page.message_page("The query was refused", str(exc)), 400, "/")
         except KnowledgeError as exc:
             return self._page(request, state.q, form + page.message_page("The store could not answer", str(exc)), 500)
+        if status == Status.INDEX_NOT_BUILT:
+            return self._page(request, state.q, form + page.message_page("The index is not built", said or ""),
+                              current="/")
         return self._page(request, state.q, "<h1>Search</h1>" + form + results, current="/")
 
-    def _search(self, reader: Reader, state: page.FormState) -> str:
-        response = search(self.settings, state.q, state.top_k, reader, **_with_filter(state.keywords()))
-        mapper = CitationMapper.from_settings(self.settings)
-        answer = {"tier": response.tier, "status": response.status, "note": response.note,
-                  "results": [hit_json(h, mapper) for h in response.hits]}
+    def _search(self, state: page.FormState) -> tuple[Status, str | None, str]:
+        keywords = state.keywords()
+        answer = self.service.search(SearchRequest(
+            state.q, state.top_k, _one(keywords.get("path")), _one(keywords.get("root")),
+            _one(keywords.get("where")), bool(keywords.get("explain"))))
         query = build_query(state.q)
-        snippets = [excerpt(h.content, query) for h in response.hits]
-        trails = [marks(h.section, query) for h in response.hits]
-        return page.search_results(state.q, answer, snippets, trails)
+        snippets = [excerpt(h.content, query) for h in answer.hits]
+        trails = [marks(h.section, query) for h in answer.hits]
+        return answer.status, answer.response.note, page.search_results(state.q, answer.to_json(), snippets, trails)
 
-    def _match(self, reader: Reader, state: page.FormState) -> str:
-        result = enumerate_documents(self.settings, state.q, state.top_k or DEFAULT_LIMIT, "matches", reader,
-                                     **_with_filter(state.keywords()))
-        mapper = CitationMapper.from_settings(self.settings)
-        answer = {"status": result.status, "note": result.note, "matched": result.matched,
-                  "documents": [document_json(d, mapper) for d in result.documents]}
-        sections = {f"{d.path}#{d.ordinal}": d.section for d in result.documents}
-        return page.match_results(state.q, answer, sections)
+    def _match(self, state: page.FormState) -> tuple[Status, str | None, str]:
+        keywords = state.keywords()
+        answer = self.service.enumerate(MatchRequest(
+            state.q, state.top_k or DEFAULT_LIMIT, path=_one(keywords.get("path")), root=_one(keywords.get("root")),
+            where=_one(keywords.get("where"))))
+        sections = {f"{d.path}#{d.ordinal}": d.section for d in answer.result.documents}
+        return answer.status, answer.result.note, page.match_results(state.q, answer.to_json(), sections)
 
     def show(self, request: Request) -> Response:
         """One section with links to its neighbours, or every section of a document path."""
         ref = shown_ref(request)
         try:
-            reader = open_reader(self.settings)
-            if reader is None:
-                return self._page(request, "Not built", page.message_page("The index is not built",
-                                                                          not_built_note(self.settings)))
-            with reader:
-                mapper = CitationMapper.from_settings(self.settings)
-                parsed = parse_ref(ref)
-                hit = reader.chunk(*parsed) if parsed else None
-                if hit is not None:
-                    before = reader.chunk(hit.path, hit.ordinal - 1) if hit.ordinal > 0 else None
-                    after = reader.chunk(hit.path, hit.ordinal + 1)
-                    body = page.section_page(hit_json(hit, mapper), before.index_ref if before else None,
-                                             after.index_ref if after else None)
-                    return self._page(request, hit.section or hit.path, body)
-                hits = reader.document(ref)
+            answer = self.service.show(ShowRequest(ref, neighbours=True))
         except KnowledgeError as exc:
             return self._page(request, "Error", page.message_page("The store could not answer", str(exc)), 500)
-        if not hits:
+        if answer.status == Status.INDEX_NOT_BUILT:
+            return self._page(request, "Not built", page.message_page("The index is not built", answer.note or ""))
+        if answer.status == Status.NOT_FOUND:
             note = f"no section or document {ref} in the index; Sources lists the documents"
             return self._page(request, "Not found", page.message_page("Not found", note), 404)
-        return self._page(request, ref, page.document_page(ref, [hit_json(h, mapper) for h in hits]))
+        if answer.cited:
+            hit = answer.hits[0]
+            body = page.section_page(answer.results()[0], answer.previous, answer.following)
+            return self._page(request, hit.section or hit.path, body)
+        return self._page(request, ref, page.document_page(ref, answer.results()))
 
     def sources(self, request: Request) -> Response:
         """The `sources` answer as a table."""
-        return self._listing(request, "Sources", "/sources",
-                             lambda reader: page.sources_page(sources_answer(self.settings, reader)))
+        return self._listing(request, "Sources", "/sources", lambda: self.service.sources().to_json(),
+                             page.sources_page)
 
     def stats(self, request: Request) -> Response:
         """The `stats` answer as a table."""
-        return self._listing(request, "Stats", "/stats",
-                             lambda reader: page.stats_page(stats_answer(self.settings, reader)))
+        return self._listing(request, "Stats", "/stats", lambda: self.service.stats().to_json(), page.stats_page)
 
-    def _listing(self, request: Request, title: str, current: str, body: Callable[[Reader], str]) -> Response:
+    def _listing(self, request: Request, title: str, current: str, answer: Callable[[], dict[str, Any]],
+                 render: Callable[[dict[str, Any]], str]) -> Response:
         try:
-            reader = open_reader(self.settings)
-            if reader is None:
-                note = page.message_page("The index is not built", not_built_note(self.settings))
-                return self._page(request, title, note, current=current)
-            with reader:
-                return self._page(request, title, body(reader), current=current)
+            data = answer()
         except KnowledgeError as exc:
             return self._page(request, title, page.message_page("The store could not answer", str(exc)), 500)
+        if data["status"] == Status.INDEX_NOT_BUILT:
+            return self._page(request, title, page.message_page("The index is not built", data["note"]),
+                              current=current)
+        return self._page(request, title, render(data), current=current)
 
     async def login(self, request: Request) -> Response:
         """GET: the sign-in form. POST: check the token and set the session cookie, or say it was wrong."""
@@ -265,9 +255,6 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in pairs.items()}
 
 
-def _with_filter(keywords: dict[str, Any]) -> dict[str, Any]:
-    """The form's keywords with its path, root and where fields as one Filter (query/filters.py)."""
-    parts = {name: keywords.pop(name) for name in ("path", "root", "where") if name in keywords}
-    if parts:
-        keywords["filters"] = Filter.of(parts.get("path"), parts.get("root"), parts.get("where"))
-    return keywords
+def _one(value: object) -> list[str] | None:
+    """A form field's text as the one-item list a request takes (None when empty)."""
+    return [str(value)] if value else None

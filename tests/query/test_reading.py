@@ -11,8 +11,9 @@ import pytest
 
 from config.settings import Settings
 from query.reader import Reader
-from query.reading import MAX_AROUND, read_around
+from query.reading import MAX_AROUND
 from query.serve.http_api import build_app
+from query.service import read_around
 from query.tools import TOOLS, exposure, knowledge_read
 from tests.query.stores import build_store, store_settings
 from tests.query.test_http_api import AUTH, TOKEN, Running

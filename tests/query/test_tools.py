@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import SERVABLE_TOOLS
+from config.errors import ConfigError
 from pipeline.store import Store
 from query import tools
 from query.tools import ToolSpec, exposure, knowledge_enumerate, knowledge_search
@@ -111,7 +111,7 @@ def test_the_allowlist_never_widens_past_tools_that_declare_themselves_servable(
         "knowledge_index", "writes", read_only=False, servable=True, call=lambda *a: {}
     )
     registry["knowledge_show"] = ToolSpec("knowledge_show", "reads", read_only=True, servable=False, call=lambda *a: {})
-    # The loader refuses names outside SERVABLE_TOOLS; exposure() still guards settings built otherwise.
+    # The CLI refuses names outside tools.servable(); exposure() still guards settings built otherwise.
     base = settings_with()
     unchecked = dataclasses.replace(base, expose=dataclasses.replace(base.expose, mcp=dataclasses.replace(
         base.expose.mcp, builtins=("knowledge_index", "knowledge_show", "knowledge_search", "nonsense"))))
@@ -123,6 +123,9 @@ def test_the_allowlist_never_widens_past_tools_that_declare_themselves_servable(
     assert "'nonsense', which is not a servable tool" in text
 
 
-def test_the_names_the_loader_accepts_are_exactly_the_servable_tools() -> None:
+def test_the_names_the_allowlist_accepts_are_exactly_the_servable_tools() -> None:
     servable = tuple(name for name, spec in tools.TOOLS.items() if spec.servable and spec.read_only)
-    assert servable == SERVABLE_TOOLS
+    assert servable == tools.servable() == ("knowledge_search", "knowledge_enumerate", "knowledge_read")
+    tools.check_allowlist(settings_with(*servable))
+    with pytest.raises(ConfigError, match="'knowledge_serch', which is not a tool knowledge serves"):
+        tools.check_allowlist(settings_with("knowledge_search", "knowledge_serch"))

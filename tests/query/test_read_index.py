@@ -1,0 +1,104 @@
+"""The shared query service: Readers kept across requests, never answering from a store that changed under them."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from config.errors import QueryError
+from query import generation
+from query.requests import MatchRequest, SearchRequest, ShowRequest
+from query.service import KEEP_READERS, QueryService
+from query.status import Status
+from tests.query.stores import build_store, store_settings
+
+
+@pytest.fixture
+def shared(tmp_path: Path):
+    settings = build_store(store_settings(tmp_path), {"docs/a.md": "# A\n\nalpha beta\n"})
+    service = QueryService.shared(settings)
+    try:
+        yield settings, service
+    finally:
+        service.close()
+        generation.forget(settings.db_path)
+
+
+def _paths(service: QueryService, words: str) -> list[str]:
+    return [h.path for h in service.search(SearchRequest(words)).hits]
+
+
+def test_a_kept_reader_serves_the_next_request(shared) -> None:
+    _, service = shared
+    assert _paths(service, "alpha") == ["docs/a.md"]
+    kept = list(service.index._idle)
+    assert len(kept) == 1
+    assert service.show(ShowRequest("docs/a.md#0")).status == Status.OK
+    assert [k.reader for k in service.index._idle] == [kept[0].reader]  # the same connection, not a new one
+
+
+def test_a_kept_reader_sees_what_the_writer_committed_since(shared) -> None:
+    settings, service = shared
+    assert service.enumerate(MatchRequest("gamma")).result.matched == 0
+    build_store(settings, {"docs/b.md": "# B\n\nalpha gamma\n"})
+    assert service.enumerate(MatchRequest("gamma")).result.matched == 1
+    assert sorted(_paths(service, "alpha")) == ["docs/a.md", "docs/b.md"]
+    assert service.stats().facts["documents"] == 2
+
+
+def test_a_removed_store_answers_not_built_and_a_reset_one_is_read_afresh(shared, tmp_path: Path) -> None:
+    settings, service = shared
+    assert _paths(service, "alpha") == ["docs/a.md"]
+    shutil.rmtree(settings.db_path.parent)
+    assert service.search(SearchRequest("alpha")).status == Status.INDEX_NOT_BUILT
+    assert service.sources().status == Status.INDEX_NOT_BUILT
+    assert not service.index._idle
+    build_store(store_settings(tmp_path), {"docs/x.md": "# X\n\nalpha\n", "docs/y.md": "# Y\n\nalpha\n"})
+    assert sorted(_paths(service, "alpha")) == ["docs/x.md", "docs/y.md"]
+    assert [d["path"] for d in service.sources().documents] == ["docs/x.md", "docs/y.md"]
+
+
+def test_a_request_that_raised_leaves_no_reader_behind(shared) -> None:
+    _, service = shared
+    assert service.enumerate(MatchRequest("alpha")).result.matched == 1
+    with pytest.raises(QueryError):
+        service.enumerate(MatchRequest("alpha OR beta"))
+    assert len(service.index._idle) == 1  # a refused query leaves the connection as it was: kept
+    with pytest.raises(RuntimeError), service.index.reader():
+        raise RuntimeError("the request failed midway")
+    assert service.index._idle == []
+    assert service.enumerate(MatchRequest("alpha")).result.matched == 1
+
+
+def test_concurrent_requests_each_get_their_own_reader_and_at_most_keep_are_kept(shared) -> None:
+    _, service = shared
+    barrier = threading.Barrier(KEEP_READERS + 2, timeout=20)
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def request() -> None:
+        try:
+            with service.index.reader() as reader:
+                assert reader is not None
+                seen.append(id(reader))
+                barrier.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=request) for _ in range(KEEP_READERS + 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors and len(set(seen)) == KEEP_READERS + 2
+    assert len(service.index._idle) == KEEP_READERS
+
+
+def test_a_one_shot_service_keeps_nothing(tmp_path: Path) -> None:
+    settings = build_store(store_settings(tmp_path), {"docs/a.md": "# A\n\nalpha beta\n"})
+    service = QueryService(settings)
+    assert _paths(service, "alpha") == ["docs/a.md"]
+    assert service.index._idle == []
