@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from config.errors import ConfigError
-from config.settings import SERVABLE_TOOLS, BrokerSettings, Settings
+from config.settings import FORMAT_NAMES, SERVABLE_TOOLS, BrokerSettings, Settings
 from config.urls import base_url_problem, broker_url_problem, normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
@@ -248,6 +248,11 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
     for i, entry in enumerate(settings.paths):
         if not entry.strip():
             raise ConfigError(f"{where}: knowledge.paths[{i}] is empty; name a directory or file to index")
+    unknown_formats = [name for name in settings.formats if name not in FORMAT_NAMES]
+    if unknown_formats:
+        raise ConfigError(f"{where}: knowledge.formats names {', '.join(map(repr, unknown_formats))}, which "
+                          f"{'is not a format' if len(unknown_formats) == 1 else 'are not formats'} knowledge reads "
+                          f"(known: {', '.join(FORMAT_NAMES)})")
     mcp = settings.expose.mcp
     unknown = [name for name in mcp.builtins if name not in SERVABLE_TOOLS]
     if unknown:
