@@ -47,13 +47,13 @@ def own_heading(breadcrumb: str | None) -> str:
     return breadcrumb.rsplit(BREADCRUMB_SEP, 1)[-1].strip()
 
 
-def _encode(value: str) -> str:
+def _encode(value: str, safe: str = "/") -> str:
     """Percent-encode a value for a URL path, leaving `/` alone; never raises on odd surrogates."""
     try:
         raw = value.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         raw = value.encode("utf-8", "surrogatepass")
-    return quote(raw, safe="/")
+    return quote(raw, safe=safe)
 
 
 class CitationMapper:
@@ -107,7 +107,8 @@ class CitationMapper:
                 elif isinstance(token, Capture):
                     parts.append(_encode(match.group(token.group) or ""))
                 elif isinstance(token, Reserved):
-                    parts.append(_encode(reserved[token.name]))
+                    # an anchor keeps its `=` (a slug has none; a PDF page's is `page=N`)
+                    parts.append(_encode(reserved[token.name], "/=" if token.name == "anchor" else "/"))
             citation = "".join(parts)
             return citation[:-1] if citation.endswith("#") else citation
         return None

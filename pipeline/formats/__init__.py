@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 
+from config.errors import FileSkipped
 from pipeline.formats.outline import Extracted
 
 KIB = 1024
@@ -34,7 +35,11 @@ class Format:
 
     def extract(self, data: bytes) -> Extracted:
         """The extracted document of data; raise FileSkipped when it cannot be read."""
-        module = importlib.import_module(f"pipeline.formats.{self.extractor}")
+        try:
+            module = importlib.import_module(f"pipeline.formats.{self.extractor}")
+        except ImportError as exc:
+            missing = self.library or exc.name
+            raise FileSkipped(f"{missing} is not installed, so {self.name} files are not read") from exc
         extracted: Extracted = module.extract(data)
         return extracted
 

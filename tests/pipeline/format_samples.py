@@ -81,7 +81,8 @@ PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDw
 def notebook(image: str = PNG_BASE64) -> bytes:
     """A notebook: a markdown heading, a code cell with a short text output and an image output."""
     cells = [
-        {"cell_type": "markdown", "metadata": {}, "source": ["# Analysis Notebook\n", "\n", "## Loading\n", "Load the nbgold data."]},
+        {"cell_type": "markdown", "metadata": {},
+         "source": ["# Analysis Notebook\n", "\n", "## Loading\n", "Load the nbgold data."]},
         {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": ["nbplatinum = load()\n", "nbplatinum"],
          "outputs": [
              {"output_type": "stream", "name": "stdout", "text": ["nbstreamword printed\n"]},
