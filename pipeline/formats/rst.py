@@ -46,7 +46,8 @@ CONTENT_DIRECTIVES = (
     "tabs", "tab", "group-tab", "code-tab", "tab-set", "tab-item", "card", "grid", "grid-item", "grid-item-card",
     "dropdown", "productionlist", "function", "class", "method", "attribute", "exception", "describe",
     "object", "envvar", "program", "option", "py:function", "py:class", "py:method", "py:attribute", "py:data",
-    "py:exception", "py:decorator", "py:property", "testcode", "testoutput", "doctest",
+    "py:exception", "py:decorator", "py:property", "testcode", "testoutput", "doctest", "data", "decorator",
+    "property", "staticmethod", "classmethod", "confval", "event", "setting",
 )
 
 
@@ -84,6 +85,15 @@ class _Ignored(_Content):
         return []
 
 
+class _Code(_Content):
+    """`code-block`/`sourcecode`/`code` with Sphinx's options too (`:caption:`, `:emphasize-lines:`)."""
+
+    def run(self) -> list[nodes.Node]:
+        language = self.arguments[0].split()[0] if self.arguments else ""
+        return [nodes.literal_block("\n".join(self.content), "\n".join(self.content),
+                                    classes=["code", language] if language else ["code"])]
+
+
 def _text_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
                options: Any = None, content: Any = None) -> tuple[list[nodes.Node], list[Any]]:
     return [nodes.Text(_role_text(text))], []
@@ -104,6 +114,8 @@ for _name in IGNORED_DIRECTIVES:
     directives.register_directive(_name, _Ignored)
 for _name in CONTENT_DIRECTIVES:
     directives.register_directive(_name, _Content)
+for _name in ("code-block", "sourcecode", "code"):
+    directives.register_directive(_name, _Code)
 
 _SETTINGS = {
     "report_level": 2, "halt_level": 5, "file_insertion_enabled": False, "raw_enabled": False,

@@ -49,6 +49,7 @@ def test_a_mixed_tree_indexes_every_file_or_reports_it_with_a_reason(mixed: str,
     assert "indexed: added=10 updated=0 unchanged=0 removed=0 failed=0; store: 10 files" in mixed
     assert "  skipped: docs/: 2 .png, 1 .svg: not an indexed format" in mixed.splitlines()
     code, out, _ = run_cli("sources", "--json")
+    assert code == 0
     paths = {d["path"] for d in json.loads(out)["documents"]}
     assert paths == {p for p, _ in WORDS.values()}
 
@@ -131,6 +132,7 @@ def test_knowledge_formats_turns_formats_off_and_an_unknown_name_lists_the_known
 
 def test_doctor_lists_every_format_and_its_library_version(workdir: Path, run_cli) -> None:
     code, out, _ = run_cli("doctor")
+    assert code == 0, out
     line = next(line for line in out.splitlines() if line.split()[1:2] == ["formats"])
     assert line.split()[0] == "ok"
     for name in FORMAT_NAMES:
