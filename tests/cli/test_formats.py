@@ -123,6 +123,10 @@ def test_knowledge_formats_turns_formats_off_and_an_unknown_name_lists_the_known
     assert "  skipped: docs/: 1 .pdf: not an indexed format" in out.splitlines()
     code, out, _ = run_cli("doctor")
     assert "markdown, rst (docutils " in out and "off: text, html" in out
+    (workdir / "knowledge.yaml").write_text("knowledge:\n  formats: [markdown, rst, pdf]\n", encoding="utf-8")
+    code, out, _ = run_cli("index", "docs")  # a format turned on is picked up without --reindex
+    assert code == 0 and "added=1 updated=0 unchanged=2" in out
+    assert _hits(run_cli, "pdfjasper")[0]["path"] == "docs/b.pdf"
     (workdir / "knowledge.yaml").write_text("knowledge:\n  formats: [markdown, word]\n", encoding="utf-8")
     code, out, err = run_cli("index", "docs")
     assert code == 2 and "Traceback" not in out + err
