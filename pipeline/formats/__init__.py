@@ -13,7 +13,6 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import metadata
 
 from config.errors import FileSkipped
 from pipeline.formats.outline import Extracted
@@ -98,6 +97,8 @@ def page_anchor(path: str, heading: str) -> str | None:
 
 def library_version(fmt: Format) -> str:
     """The installed version of the format's library, 'stdlib' when it needs none, 'missing' when absent."""
+    from importlib import metadata  # doctor alone asks; a search mapping citations never loads it
+
     if fmt.library is None:
         return "stdlib"
     try:

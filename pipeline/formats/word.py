@@ -11,6 +11,9 @@ import io
 import re
 import zipfile
 
+from docx import Document
+from docx.table import Table
+
 from config.errors import FileSkipped
 from pipeline.formats.outline import Extracted, Outline, one_line
 
@@ -38,9 +41,6 @@ def check_zip(data: bytes) -> None:
 def extract(data: bytes) -> Extracted:
     """The outline of a .docx under the rules in the module docstring."""
     check_zip(data)
-    from docx import Document
-    from docx.table import Table
-
     try:
         document = Document(io.BytesIO(data))
         blocks = list(document.iter_inner_content())
