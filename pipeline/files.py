@@ -13,7 +13,7 @@ from pipeline import formats
 from pipeline.chunker import chunk_text
 from pipeline.front_matter import split as split_front_matter
 from pipeline.models import Document, FileJob
-from pipeline.walker import MAX_FILE_BYTES, not_regular
+from pipeline.walker import not_regular
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -81,14 +81,15 @@ def _open_at(name: str, flags: int, parent: int | None) -> int:
 VANISHED = "vanished since the walk (deleted or renamed)"
 
 
-def read_bytes(path: str, root: str | None = None, limit: int = MAX_FILE_BYTES) -> tuple[bytes, os.stat_result]:
+def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_result]:
     """The file's bytes and stat, reached from root without following a symlink anywhere below it.
 
-    limit is the size the file's format allows (pipeline/formats); a larger file is not read.
+    A file larger than its format allows (pipeline/formats, by its extension) is not read.
 
     Raise FileSkipped (symlink, not a regular file, too large, vanished since the walk) or
     PipelineError (read failure).
     """
+    limit = formats.size_limit(path)
     try:
         fd = _open_beneath(path, path if root is None else root)
     except FileNotFoundError as exc:  # deleted or renamed since the walk: an ordinary edit, not a failure
@@ -138,7 +139,7 @@ def ingest_file(job: FileJob, force: bool = False) -> Document | str:
     indexable) or PipelineError (read failure).
     """
     fmt = formats.format_of(job.path)
-    data, st = read_bytes(job.on_disk(job.path), job.on_disk(job.root), formats.size_limit(job.path))
+    data, st = read_bytes(job.on_disk(job.path), job.on_disk(job.root))
     digest = sha256_hex(data)
     if not force and job.stored_sha256 == digest:
         return "unchanged"

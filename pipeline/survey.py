@@ -210,7 +210,7 @@ def preview(found: Survey) -> Preview:
             added.append(job.path)
             continue
         try:
-            data, _ = read_bytes(job.on_disk(job.path), job.on_disk(job.root), formats.size_limit(job.path))
+            data, _ = read_bytes(job.on_disk(job.path), job.on_disk(job.root))
         except KnowledgeError as exc:
             read_failures.append(Skip(job.path, str(exc)))
             continue
