@@ -238,3 +238,11 @@ def test_a_file_of_each_format_is_walked_under_its_own_size_limit(workdir: Path)
     result = walk_root("docs")
     assert [f.path for f in result.files] == ["docs/big.pdf"]
     assert [s.path for s in result.skipped] == ["docs/big.md"]
+
+
+def test_text_that_reads_as_markdown_structure_stays_text_in_every_extracted_format() -> None:
+    pdf = samples.pdf(["# not a heading", "``` not a fence"])
+    assert list(_sections("pdf", pdf)) == ["Page 1", "Page 2"]
+    adoc = b"= Doc\n\n# hash line stays\n\n```\n"
+    sections = _sections("asciidoc", adoc)
+    assert list(sections) == ["Doc"] and "# hash line stays" in sections["Doc"]
