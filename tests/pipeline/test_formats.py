@@ -246,3 +246,18 @@ def test_text_that_reads_as_markdown_structure_stays_text_in_every_extracted_for
     adoc = b"= Doc\n\n# hash line stays\n\n```\n"
     sections = _sections("asciidoc", adoc)
     assert list(sections) == ["Doc"] and "# hash line stays" in sections["Doc"]
+
+
+@pytest.mark.parametrize(("reason", "klass"), [
+    ("212 .png, 14 .svg: not an indexed format", "extension"),
+    ("the pdf format is turned off (knowledge.formats)", "extension"),
+    ("encrypted PDF (a password is needed to read it)", "encrypted"),
+    ("damaged PDF (Stream has ended unexpectedly)", "damaged"),
+    ("no text layer (a scanned PDF, or images only)", "no_text"),
+    ("DOCX expands to 83886080 bytes (> 67108864): a zip bomb or a huge file", "too_large"),
+    ("nested too deeply (a line indented over 240 columns)", "too_large"),
+])
+def test_the_format_skip_reasons_have_bounded_metric_classes(reason: str, klass: str) -> None:
+    from config.instruments import reason_class
+
+    assert reason_class(reason) == klass
