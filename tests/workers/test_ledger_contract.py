@@ -152,7 +152,7 @@ def test_the_run_lock_admits_one_run_and_names_it(redis_client: redis.Redis, red
     assert ledger.run_lock.acquire("r2", 5_000) == "r1"
     assert ledger.run_lock.refresh("r2") is False and ledger.run_lock.release("r2") is False
     assert ledger.run_lock.refresh("r1", 60_000) is True
-    assert 5_000 < redis_client.pttl(ledger.run_lock.key) <= 60_000
+    assert 5_000 < redis_client.pttl(f"{redis_namespace}:run-lock") <= 60_000
     ledger.start("r1", {})
     ledger.finish("r1", "complete", 0, 0, 0, None)
     assert ledger.run_lock.holder() is None
@@ -165,7 +165,7 @@ def test_a_run_left_running_without_its_lock_is_abandoned_by_the_next(
     ledger = RedisLedger(redis_client, redis_namespace)
     assert ledger.run_lock.acquire("r1", 5_000) is None
     _walk(ledger, "r1")
-    redis_client.delete(ledger.run_lock.key)  # the lock expired: its CLI and workers went away
+    redis_client.delete(f"{redis_namespace}:run-lock")  # the lock expired: its CLI and workers went away
     assert ledger.run_lock.acquire("r2", 5_000) is None
     old = ledger.summary("r1")
     assert old.state == "failed" and "r2" in (old.error or "")
