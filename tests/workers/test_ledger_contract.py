@@ -36,6 +36,16 @@ def test_a_run_is_done_only_when_every_walked_file_is_accounted_for(ledger) -> N
     assert summary.done and summary.skipped == [{"path": "docs/b.md", "reason": "binary file"}]
 
 
+def test_a_redelivered_record_writes_the_reason_a_crash_lost_and_counts_nothing_more(ledger) -> None:
+    _walk(ledger)
+    # a worker killed between the record's two steps: the outcome is in, its reason is not
+    ledger.store.hash_first("run:r1:out", {"docs/b.md": "failed"}, 60, counts="run:r1:cnt")
+    assert ledger.summary("r1").failures == []
+    ledger.record("r1", [("docs/b.md", "failed", "boom")])
+    summary = ledger.summary("r1")
+    assert summary.failures == [{"path": "docs/b.md", "reason": "boom"}] and summary.counts["failed"] == 1
+
+
 def test_walk_skips_and_read_skips_are_listed_together(ledger) -> None:
     _walk(ledger)
     ledger.skip("r1", [("docs/big.md", "larger than 10 MB")])

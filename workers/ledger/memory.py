@@ -55,13 +55,13 @@ class MemoryPrimitives:
         elif ttl is not None:
             self._deadlines[key] = time.monotonic() + ttl
 
-    def _hash(self, key: str) -> dict[str, bytes]:
+    def _hash(self, key: str, create: bool = False) -> dict[str, bytes]:
         self._live(key)
-        return self._hashes.setdefault(key, {})
+        return self._hashes.setdefault(key, {}) if create else self._hashes.get(key, {})
 
-    def _set(self, key: str) -> set[str]:
+    def _set(self, key: str, create: bool = False) -> set[str]:
         self._live(key)
-        return self._sets.setdefault(key, set())
+        return self._sets.setdefault(key, set()) if create else self._sets.get(key, set())
 
     def _log(self, key: str, create: bool = False) -> MemoryLog:
         self._live(key)
@@ -83,23 +83,25 @@ class MemoryPrimitives:
             self._deadlines[key] = time.monotonic() + ttl
             return True
 
-    def refresh_if(self, key: str, value: Value, ttl: float) -> bool:
-        """Give key a new ttl if it holds value."""
+    def _if_holds(self, key: str, value: Value, ttl: float | None) -> bool:
+        """Refresh key (or delete it, ttl None) if it holds value."""
         with self._lock:
             self._live(key)
             if self._values.get(key) != encode(value):
                 return False
-            self._deadlines[key] = time.monotonic() + ttl
+            if ttl is None:
+                self._drop(key)
+            else:
+                self._deadlines[key] = time.monotonic() + ttl
             return True
+
+    def refresh_if(self, key: str, value: Value, ttl: float) -> bool:
+        """Give key a new ttl if it holds value."""
+        return self._if_holds(key, value, ttl)
 
     def delete_if(self, key: str, value: Value) -> bool:
         """Delete key if it holds value."""
-        with self._lock:
-            self._live(key)
-            if self._values.get(key) != encode(value):
-                return False
-            self._drop(key)
-            return True
+        return self._if_holds(key, value, None)
 
     def delete(self, keys: list[str]) -> None:
         """Delete keys of any kind."""
@@ -123,15 +125,15 @@ class MemoryPrimitives:
     def hash_put(self, key: str, mapping: dict[str, Value], ttl: float) -> None:
         """Set fields of a hash and its ttl."""
         with self._lock:
-            fields = self._hash(key)
+            fields = self._hash(key, create=True)
             fields.update({f: encode(v) for f, v in mapping.items()})
             self._tidy(key, fields, ttl)
 
     def hash_first(self, key: str, mapping: dict[str, Value], ttl: float, counts: str | None = None) -> list[bytes]:
         """Set each field not set yet (the first value wins), counting those set in hash `counts`; the values held."""
         with self._lock:
-            fields = self._hash(key)
-            tally = self._hash(counts) if counts is not None else {}
+            fields = self._hash(key, create=True)
+            tally = self._hash(counts, create=True) if counts is not None else {}
             held: list[bytes] = []
             for name, value in mapping.items():
                 if name not in fields:
@@ -149,9 +151,7 @@ class MemoryPrimitives:
         """The values of fields of a hash."""
         with self._lock:
             held = self._hash(key)
-            answer = [held.get(f) for f in fields]
-            self._tidy(key, held)
-            return answer
+            return [held.get(f) for f in fields]
 
     def hash_has(self, key: str, fields: list[str]) -> list[bool]:
         """Whether each field of a hash is set."""
@@ -160,10 +160,7 @@ class MemoryPrimitives:
     def hash_all(self, key: str) -> dict[str, bytes]:
         """Every field of a hash."""
         with self._lock:
-            held = self._hash(key)
-            answer = dict(held)
-            self._tidy(key, held)
-            return answer
+            return dict(self._hash(key))
 
     def hash_drop(self, key: str, fields: list[str]) -> None:
         """Delete fields of a hash."""
@@ -176,13 +173,12 @@ class MemoryPrimitives:
     def hash_len(self, key: str) -> int:
         """How many fields a hash holds."""
         with self._lock:
-            self._live(key)
-            return len(self._hashes.get(key, {}))
+            return len(self._hash(key))
 
     def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> int:
         """Add amount to a field of a hash (and set its ttl); the new value."""
         with self._lock:
-            held = self._hash(key)
+            held = self._hash(key, create=True)
             value = int(held.get(field, b"0")) + amount
             held[field] = encode(value)
             self._tidy(key, held, ttl)
@@ -191,7 +187,7 @@ class MemoryPrimitives:
     def set_add(self, key: str, members: list[str], ttl: float) -> int:
         """Add members to a set (and set its ttl); how many members it holds after."""
         with self._lock:
-            held = self._set(key)
+            held = self._set(key, create=True)
             held.update(members)
             self._tidy(key, held, ttl)
             return len(held)
@@ -207,16 +203,12 @@ class MemoryPrimitives:
         """Whether each member is in a set."""
         with self._lock:
             held = self._set(key)
-            answer = [m in held for m in members]
-            self._tidy(key, held)
-            return answer
+            return [m in held for m in members]
 
     def set_len(self, key: str) -> int:
         """How many members a set holds."""
         with self._lock:
-            held = self._set(key)
-            self._tidy(key, held)
-            return len(held)
+            return len(self._set(key))
 
     def stamp(self, key: str, member: str, at: float, ttl: float, keep: float) -> None:
         """Stamp a member with time `at`, forget those stamped before at - keep, set the ttl."""
