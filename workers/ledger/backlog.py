@@ -100,8 +100,9 @@ class Backlog:
             self.store.hash_put(self._key(run_id, f"emb:vec:{doc_key}"), dict(blobs), self.ttl)
         open_docs = [d for d in docs if d not in settled]
         wanted = self.store.hash_get(self._key(run_id, "emb:expected"), open_docs)
-        done = [d for d, want in zip(open_docs, wanted)
-                if want is not None and self.store.hash_len(self._key(run_id, f"emb:vec:{d}")) >= int(want)]
+        waiting = [(d, int(w)) for d, w in zip(open_docs, wanted) if w is not None]
+        have = self.store.hash_len([self._key(run_id, f"emb:vec:{d}") for d, _ in waiting])
+        done = [d for (d, want), n in zip(waiting, have) if n >= want]
         complete = self._key(run_id, "emb:complete")
         if done:
             self.store.set_add(complete, done, self.ttl)
@@ -113,17 +114,13 @@ class Backlog:
     def present_vectors(self, run_id: str, slots: list[tuple[str, int]]) -> list[bool]:
         """Whether each (doc key, ordinal) already has its vector (or its document was settled)."""
         settled = self._settled(run_id, list(dict.fromkeys(d for d, _ in slots)))
-        by_doc: dict[str, list[str]] = {}
-        for doc_key, ordinal in slots:
-            if doc_key not in settled:
-                by_doc.setdefault(doc_key, []).append(str(int(ordinal)))
-        have = {(d, o) for d, ords in by_doc.items()
-                for o, h in zip(ords, self.store.hash_has(self._key(run_id, f"emb:vec:{d}"), ords)) if h}
-        return [d in settled or (d, str(int(o))) in have for d, o in slots]
+        asked = [(self._key(run_id, f"emb:vec:{d}"), str(int(o))) for d, o in slots if d not in settled]
+        have = iter(self.store.hash_has(asked))
+        return [d in settled or next(have) for d, _ in slots]
 
     def vectors(self, run_id: str, doc_key: str) -> dict[int, bytes]:
         """The vectors embedded for a document, by ordinal (float32 blobs)."""
-        return {int(k): v for k, v in self.store.hash_all(self._key(run_id, f"emb:vec:{doc_key}")).items()}
+        return {int(k): v for k, v in self.store.hash_all([self._key(run_id, f"emb:vec:{doc_key}")])[0].items()}
 
     def drop_vectors(self, run_id: str, doc_key: str) -> None:
         """Settle a written (or failed) document: forget its vectors; later puts for it are ignored."""

@@ -153,14 +153,15 @@ class MemoryPrimitives:
             held = self._hash(key)
             return [held.get(f) for f in fields]
 
-    def hash_has(self, key: str, fields: list[str]) -> list[bool]:
-        """Whether each field of a hash is set."""
-        return [value is not None for value in self.hash_get(key, fields)]
-
-    def hash_all(self, key: str) -> dict[str, bytes]:
-        """Every field of a hash."""
+    def hash_has(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        """Whether each (hash, field) is set."""
         with self._lock:
-            return dict(self._hash(key))
+            return [name in self._hash(key) for key, name in pairs]
+
+    def hash_all(self, keys: list[str]) -> list[dict[str, bytes]]:
+        """Every field of each hash."""
+        with self._lock:
+            return [dict(self._hash(key)) for key in keys]
 
     def hash_drop(self, key: str, fields: list[str]) -> None:
         """Delete fields of a hash."""
@@ -170,10 +171,10 @@ class MemoryPrimitives:
                 held.pop(name, None)
             self._tidy(key, held)
 
-    def hash_len(self, key: str) -> int:
-        """How many fields a hash holds."""
+    def hash_len(self, keys: list[str]) -> list[int]:
+        """How many fields each hash holds."""
         with self._lock:
-            return len(self._hash(key))
+            return [len(self._hash(key)) for key in keys]
 
     def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> int:
         """Add amount to a field of a hash (and set its ttl); the new value."""

@@ -62,17 +62,17 @@ class Primitives(Protocol):
     def hash_get(self, key: str, fields: list[str]) -> list[bytes | None]:
         """The values of fields of a hash."""
 
-    def hash_has(self, key: str, fields: list[str]) -> list[bool]:
-        """Whether each field of a hash is set."""
+    def hash_has(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        """Whether each (hash, field) is set (one read of several hashes)."""
 
-    def hash_all(self, key: str) -> dict[str, bytes]:
-        """Every field of a hash."""
+    def hash_all(self, keys: list[str]) -> list[dict[str, bytes]]:
+        """Every field of each hash (one read of several hashes)."""
 
     def hash_drop(self, key: str, fields: list[str]) -> None:
         """Delete fields of a hash."""
 
-    def hash_len(self, key: str) -> int:
-        """How many fields a hash holds."""
+    def hash_len(self, keys: list[str]) -> list[int]:
+        """How many fields each hash holds (one read of several hashes)."""
 
     def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> int:
         """Add amount to a field of a hash (and set its ttl); the new value."""

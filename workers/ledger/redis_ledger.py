@@ -109,25 +109,31 @@ class RedisPrimitives:
         """The values of fields of a hash."""
         return [_raw(v) for v in self.client.hmget(self._k(key), fields)] if fields else []
 
-    def hash_has(self, key: str, fields: list[str]) -> list[bool]:
-        """Whether each field of a hash is set."""
+    def hash_has(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        """Whether each (hash, field) is set (one round trip, not a transaction)."""
         pipe = self.client.pipeline(transaction=False)
-        for name in fields:
+        for key, name in pairs:
             pipe.hexists(self._k(key), name)
-        return [bool(answer) for answer in pipe.execute()] if fields else []
+        return [bool(answer) for answer in pipe.execute()] if pairs else []
 
-    def hash_all(self, key: str) -> dict[str, bytes]:
-        """Every field of a hash."""
-        return {text(k): _raw(v) or b"" for k, v in self.client.hgetall(self._k(key)).items()}
+    def hash_all(self, keys: list[str]) -> list[dict[str, bytes]]:
+        """Every field of each hash (one round trip, not a transaction)."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.hgetall(self._k(key))
+        return [{text(k): _raw(v) or b"" for k, v in rows.items()} for rows in pipe.execute()]
 
     def hash_drop(self, key: str, fields: list[str]) -> None:
         """Delete fields of a hash."""
         if fields:
             self.client.hdel(self._k(key), *fields)
 
-    def hash_len(self, key: str) -> int:
-        """How many fields a hash holds."""
-        return int(self.client.hlen(self._k(key)))
+    def hash_len(self, keys: list[str]) -> list[int]:
+        """How many fields each hash holds (one round trip, not a transaction)."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.hlen(self._k(key))
+        return [int(n) for n in pipe.execute()] if keys else []
 
     def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> int:
         """Add amount to a field of a hash (and set its ttl); the new value."""

@@ -120,7 +120,7 @@ class Ledger:
 
     def staged_count(self, run_id: str) -> int:
         """How many payloads of the run are staged and not applied yet."""
-        return self.store.hash_len(self._key(run_id, "staged"))
+        return self.store.hash_len([self._key(run_id, "staged")])[0]
 
     def removals(self, run_id: str) -> list[str]:
         """The stored paths the walk's complete roots no longer hold (see walked)."""
@@ -158,14 +158,14 @@ class Ledger:
 
     def summary(self, run_id: str) -> RunSummary:
         """A snapshot of the run; a run whose keys are gone reads as failed."""
-        meta = _texts(self.store.hash_all(self._key(run_id, "meta")))
+        meta, cnt, walkskip, skip, fail = (_texts(h) for h in self.store.hash_all(
+            [self._key(run_id, part) for part in ("meta", "cnt", "walkskip", "skip", "fail")]))
         if not meta:
             return RunSummary(run_id=run_id, state="failed",
                               error="the run's ledger is gone from Redis (expired, or Redis lost its data)")
-        counts = {k: int(v) for k, v in _texts(self.store.hash_all(self._key(run_id, "cnt"))).items()}
-        skips = {**_texts(self.store.hash_all(self._key(run_id, "walkskip"))),
-                 **_texts(self.store.hash_all(self._key(run_id, "skip")))}
-        failures = _texts(self.store.hash_all(self._key(run_id, "fail")))
+        counts = {k: int(v) for k, v in cnt.items()}
+        skips = {**walkskip, **skip}
+        failures = fail
         return RunSummary(
             run_id=run_id,
             state=meta.get("state") or "running",
