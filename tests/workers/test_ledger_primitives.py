@@ -144,3 +144,10 @@ def test_keys_of_any_kind_are_deleted_by_name_or_prefix_and_expire(primitives) -
     primitives.expire("h", 0.2)
     time.sleep(0.3)
     assert primitives.hash_all(["h"])[0] == {}
+
+
+def test_a_packed_json_value_comes_back_equal_through_a_hash(primitives) -> None:
+    payload = [{"path": "docs/a.md", "doc": {"body": "é" * 3000, "n": 2}}]
+    primitives.hash_put("staged", {"b-1": primitives.pack(payload)}, 60)
+    held = primitives.hash_get("staged", ["b-1"])[0]
+    assert held is not None and primitives.unpack(held) == payload

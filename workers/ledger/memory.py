@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -9,6 +10,12 @@ from typing import Any
 
 from workers.ledger.primitives import Value, encode
 from workers.ledger.runs import TTL_SECONDS, Ledger
+
+
+class Held(bytes):
+    """A JSON value kept as the object itself (packed by reference: no encoding, no copy)."""
+
+    value: Any
 
 
 @dataclass
@@ -66,6 +73,16 @@ class MemoryPrimitives:
     def _log(self, key: str, create: bool = False) -> MemoryLog:
         self._live(key)
         return self._logs.setdefault(key, MemoryLog()) if create else self._logs.get(key, MemoryLog())
+
+    def pack(self, value: Any) -> bytes:
+        """The value itself, behind a bytes handle."""
+        held = Held()
+        held.value = value
+        return held
+
+    def unpack(self, data: bytes) -> Any:
+        """The value pack held."""
+        return data.value if isinstance(data, Held) else json.loads(data)
 
     def get(self, key: str) -> bytes | None:
         """The value under key."""

@@ -14,7 +14,7 @@ keeps its position, and a freed position is gone for good.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 Value = str | bytes | int | float
 
@@ -30,6 +30,12 @@ def encode(value: Value) -> bytes:
 
 class Primitives(Protocol):
     """What the ledger needs from a key-value store; every method is one atomic step."""
+
+    def pack(self, value: Any) -> bytes:
+        """A JSON value (a staged payload) as this twin holds it: compressed in Redis, the object itself here."""
+
+    def unpack(self, data: bytes) -> Any:
+        """The JSON value pack held."""
 
     def get(self, key: str) -> bytes | None:
         """The value under key."""

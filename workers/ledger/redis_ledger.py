@@ -9,6 +9,7 @@ five keys: `k:names` (name -> JSON positions), `k:slots` (slot -> live position)
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import redis
@@ -54,6 +55,14 @@ class RedisPrimitives:
 
     def _log(self, key: str) -> list[str]:
         return [self._k(f"{key}:{part}") for part in LOG_PARTS]
+
+    def pack(self, value: Any) -> bytes:
+        """A JSON value, compressed (Redis memory is shared)."""
+        return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
+
+    def unpack(self, data: bytes) -> Any:
+        """The JSON value pack held."""
+        return json.loads(zlib.decompress(data))
 
     def get(self, key: str) -> bytes | None:
         """The value under key."""

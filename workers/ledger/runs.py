@@ -11,8 +11,8 @@ Keys (under `run:<run id>:`, expiring after the ledger's TTL):
   fail / skip  hash path -> reason of a failed or skipped outcome, written (first wins) for a path
                whose recorded outcome it is, so a redelivery writes one a crash lost
   walkskip     hash path -> reason, for files the walk skipped without reading
-  prune        zlib(JSON list) of the stored paths the walk's complete roots no longer hold
-  staged       hash key -> zlib(JSON payload) staged by an ingest message for the writer, until applied
+  prune        the packed list of the stored paths the walk's complete roots no longer hold
+  staged       hash key -> packed payload staged by an ingest message for the writer, until applied
 `runs` stamps the run ids by start time. The backlog is in backlog.py, the run lock, presence and
 replies in duties.py.
 """
@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-import zlib
 from typing import Any
 
 from workers.ledger.backlog import Backlog
@@ -35,16 +34,6 @@ FINISHED_TTL_SECONDS = 3600
 RECORD_CHUNK = 500
 RUNS_KEY = "runs"
 NOTED = {"failed": "fail", "skipped": "skip"}  # outcomes listed with their reasons, and where
-
-
-def pack(value: Any) -> bytes:
-    """A JSON value, compressed as the ledger holds it."""
-    return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
-
-
-def unpack(data: bytes) -> Any:
-    """The JSON value held as bytes by pack."""
-    return json.loads(zlib.decompress(data))
 
 
 def _texts(raw: dict[str, bytes]) -> dict[str, str]:
@@ -80,7 +69,7 @@ class Ledger:
         paths its complete roots no longer hold, which the writer removes when the run finishes. The walk
         is marked last, so a run is never done before its counts are in."""
         if removals:
-            self.store.put(self._key(run_id, "prune"), pack(removals), self.ttl)
+            self.store.put(self._key(run_id, "prune"), self.store.pack(removals), self.ttl)
         if unchanged:
             self.store.hash_incr(self._key(run_id, "cnt"), "unchanged", unchanged, self.ttl)
         self.store.hash_put(self._key(run_id, "meta"), {"total": total, "walked": 1}, self.ttl)
@@ -107,12 +96,12 @@ class Ledger:
 
     def stage(self, run_id: str, key: str, payload: list[Wire]) -> None:
         """Hold a payload for the writer under key (compressed, expiring), counted as staged."""
-        self.store.hash_put(self._key(run_id, "staged"), {key: pack(payload)}, self.ttl)
+        self.store.hash_put(self._key(run_id, "staged"), {key: self.store.pack(payload)}, self.ttl)
 
     def staged(self, run_id: str, key: str) -> list[Wire] | None:
         """The payload under key, or None if it was already applied."""
         data = self.store.hash_get(self._key(run_id, "staged"), [key])[0]
-        return None if data is None else list(unpack(data))
+        return None if data is None else list(self.store.unpack(data))
 
     def unstage(self, run_id: str, key: str) -> None:
         """Drop an applied payload."""
@@ -125,7 +114,7 @@ class Ledger:
     def removals(self, run_id: str) -> list[str]:
         """The stored paths the walk's complete roots no longer hold (see walked)."""
         data = self.store.get(self._key(run_id, "prune"))
-        return [] if data is None else [str(path) for path in unpack(data)]
+        return [] if data is None else [str(path) for path in self.store.unpack(data)]
 
     def claim_finish(self, run_id: str) -> bool:
         """True exactly once for a running run: the caller runs the finishing step.
