@@ -151,3 +151,20 @@ def test_a_packed_json_value_comes_back_equal_through_a_hash(primitives) -> None
     primitives.hash_put("staged", {"b-1": primitives.pack(payload)}, 60)
     held = primitives.hash_get("staged", ["b-1"])[0]
     assert held is not None and primitives.unpack(held) == payload
+
+
+def test_a_batch_applies_its_writes_together_at_the_end_and_none_if_it_raises(primitives) -> None:
+    with primitives.batch() as batch:
+        batch.set_add("settled", ["d1"], 60)
+        batch.hash_put("vec:d1", {"0": "v"}, 60)
+        batch.stamp("runs", "r1", time.time(), 60, keep=60)
+        assert primitives.set_len("settled") == 0, "nothing is written before the block ends"
+    assert primitives.set_has("settled", ["d1"]) == [True] and primitives.stamped("runs") == ["r1"]
+    try:
+        with primitives.batch() as batch:
+            batch.delete(["vec:d1"])
+            batch.set_drop("settled", ["d1"])
+            raise RuntimeError("killed midway")
+    except RuntimeError:
+        pass
+    assert primitives.hash_len(["vec:d1"]) == [1] and primitives.set_len("settled") == 1

@@ -12,8 +12,9 @@ Keys under `run:<run id>:`, all expiring with the run:
 The steps that must be atomic are single primitives: the append (positions once per key, a chunk
 once while live, the limit checked with the append: log_append), freeing a batch (log_free),
 counting ingests done (set_add answers the size after its own add, so one caller sees the last).
-Storing vectors is several steps, each safe to repeat: a document settled meanwhile reads as
-present, and is dropped again from emb:complete by the next put that sees it settled.
+Settling a document is one batch; storing vectors is several steps, each safe to repeat: a
+document settled meanwhile reads as present, and is dropped again from emb:complete by the next put
+that sees it settled.
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ class Backlog:
         for doc_key, ordinal, blob in vectors:
             if doc_key not in settled:
                 by_doc.setdefault(doc_key, {})[str(int(ordinal))] = blob
-        for doc_key, blobs in by_doc.items():
-            self.store.hash_put(self._key(run_id, f"emb:vec:{doc_key}"), dict(blobs), self.ttl)
+        with self.store.batch() as batch:
+            for doc_key, blobs in by_doc.items():
+                batch.hash_put(self._key(run_id, f"emb:vec:{doc_key}"), dict(blobs), self.ttl)
         open_docs = [d for d in docs if d not in settled]
         wanted = self.store.hash_get(self._key(run_id, "emb:expected"), open_docs)
         waiting = [(d, int(w)) for d, w in zip(open_docs, wanted) if w is not None]
@@ -124,10 +126,11 @@ class Backlog:
 
     def drop_vectors(self, run_id: str, doc_key: str) -> None:
         """Settle a written (or failed) document: forget its vectors; later puts for it are ignored."""
-        self.store.set_add(self._key(run_id, "emb:settled"), [doc_key], self.ttl)  # first: puts see it
-        self.store.delete([self._key(run_id, f"emb:vec:{doc_key}")])
-        self.store.hash_drop(self._key(run_id, "emb:expected"), [doc_key])
-        self.store.set_drop(self._key(run_id, "emb:complete"), [doc_key])
+        with self.store.batch() as batch:  # settled first: a put that reads it after ignores the document
+            batch.set_add(self._key(run_id, "emb:settled"), [doc_key], self.ttl)
+            batch.delete([self._key(run_id, f"emb:vec:{doc_key}")])
+            batch.hash_drop(self._key(run_id, "emb:expected"), [doc_key])
+            batch.set_drop(self._key(run_id, "emb:complete"), [doc_key])
 
     def drop_backlog(self, run_id: str) -> None:
         """Free a finished run's embedding backlog and vectors (the counts of the log stay)."""

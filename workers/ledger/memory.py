@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.ledger.primitives import Value, encode
+from workers.ledger.primitives import Batch, Op, Value, encode
 from workers.ledger.runs import TTL_SECONDS, Ledger
 
 
@@ -33,7 +33,7 @@ class MemoryPrimitives:
     """Every primitive under one lock; a key past its deadline is gone (checked when it is touched)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a batch runs primitives under it
         self._values: dict[str, bytes] = {}
         self._hashes: dict[str, dict[str, bytes]] = {}
         self._sets: dict[str, set[str]] = {}
@@ -73,6 +73,15 @@ class MemoryPrimitives:
     def _log(self, key: str, create: bool = False) -> MemoryLog:
         self._live(key)
         return self._logs.setdefault(key, MemoryLog()) if create else self._logs.get(key, MemoryLog())
+
+    def batch(self) -> Batch:
+        """Writes run together under the lock when the block ends."""
+        return Batch(self._apply)
+
+    def _apply(self, ops: list[Op]) -> None:
+        with self._lock:
+            for name, args in ops:
+                getattr(self, name)(*args)
 
     def pack(self, value: Any) -> bytes:
         """The value itself, behind a bytes handle."""

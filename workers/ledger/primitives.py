@@ -14,9 +14,12 @@ keeps its position, and a freed position is gone for good.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import TracebackType
 from typing import Any, Protocol
 
 Value = str | bytes | int | float
+Op = tuple[str, tuple[Any, ...]]  # a queued write: the primitive's name and its arguments
 
 
 def encode(value: Value) -> bytes:
@@ -28,8 +31,62 @@ def encode(value: Value) -> bytes:
     return repr(value).encode()
 
 
+class Batch:
+    """Writes queued to run as one atomic step (one MULTI/EXEC in Redis): `with store.batch() as b: ...`."""
+
+    def __init__(self, apply: Callable[[list[Op]], object]) -> None:
+        self.ops: list[Op] = []
+        self._apply = apply
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if kind is None and self.ops:
+            self._apply(self.ops)
+
+    def put(self, key: str, value: Value, ttl: float) -> None:
+        """Queue Primitives.put."""
+        self.ops.append(("put", (key, value, ttl)))
+
+    def delete(self, keys: list[str]) -> None:
+        """Queue Primitives.delete."""
+        self.ops.append(("delete", (keys,)))
+
+    def expire(self, key: str, ttl: float) -> None:
+        """Queue Primitives.expire."""
+        self.ops.append(("expire", (key, ttl)))
+
+    def hash_put(self, key: str, mapping: dict[str, Value], ttl: float) -> None:
+        """Queue Primitives.hash_put."""
+        self.ops.append(("hash_put", (key, mapping, ttl)))
+
+    def hash_drop(self, key: str, fields: list[str]) -> None:
+        """Queue Primitives.hash_drop."""
+        self.ops.append(("hash_drop", (key, fields)))
+
+    def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> None:
+        """Queue Primitives.hash_incr."""
+        self.ops.append(("hash_incr", (key, field, amount, ttl)))
+
+    def set_add(self, key: str, members: list[str], ttl: float) -> None:
+        """Queue Primitives.set_add."""
+        self.ops.append(("set_add", (key, members, ttl)))
+
+    def set_drop(self, key: str, members: list[str]) -> None:
+        """Queue Primitives.set_drop."""
+        self.ops.append(("set_drop", (key, members)))
+
+    def stamp(self, key: str, member: str, at: float, ttl: float, keep: float) -> None:
+        """Queue Primitives.stamp."""
+        self.ops.append(("stamp", (key, member, at, ttl, keep)))
+
+
 class Primitives(Protocol):
     """What the ledger needs from a key-value store; every method is one atomic step."""
+
+    def batch(self) -> Batch:
+        """Writes to run together as one atomic step when the block ends (nothing if it raises)."""
 
     def pack(self, value: Any) -> bytes:
         """A JSON value (a staged payload) as this twin holds it: compressed in Redis, the object itself here."""

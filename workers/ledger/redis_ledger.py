@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 
-from workers.ledger.primitives import Value, encode
+from workers.ledger.primitives import Batch, Op, Value, encode
 from workers.ledger.runs import FINISHED_TTL_SECONDS, TTL_SECONDS, Ledger
 from workers.ledger.scripts import Scripts
 
@@ -56,6 +56,46 @@ class RedisPrimitives:
     def _log(self, key: str) -> list[str]:
         return [self._k(f"{key}:{part}") for part in LOG_PARTS]
 
+    def batch(self) -> Batch:
+        """Writes run as one MULTI/EXEC when the block ends."""
+        return Batch(self._apply)
+
+    def _apply(self, ops: list[Op]) -> list[Any]:
+        pipe = self.client.pipeline()
+        for name, args in ops:
+            self._queue(pipe, name, *args)
+        return list(pipe.execute())
+
+    def _queue(self, pipe: Any, name: str, key: Any, *args: Any) -> None:
+        """Queue the commands of one write primitive on a MULTI pipeline."""
+        if name == "delete":
+            if key:
+                pipe.delete(*[self._k(k) for k in key])
+            return
+        if name == "put":
+            pipe.set(self._k(key), encode(args[0]), px=_ms(args[1]))
+        elif name == "expire":
+            pipe.pexpire(self._k(key), _ms(args[0]))
+        elif name == "hash_put" and args[0]:
+            pipe.hset(self._k(key), mapping={f: encode(v) for f, v in args[0].items()})
+            pipe.pexpire(self._k(key), _ms(args[1]))
+        elif name == "hash_drop" and args[0]:
+            pipe.hdel(self._k(key), *args[0])
+        elif name == "hash_incr":
+            pipe.hincrby(self._k(key), args[0], args[1])
+            pipe.pexpire(self._k(key), _ms(args[2]))
+        elif name == "set_add" and args[0]:
+            pipe.sadd(self._k(key), *args[0])
+            pipe.pexpire(self._k(key), _ms(args[1]))
+            pipe.scard(self._k(key))
+        elif name == "set_drop" and args[0]:
+            pipe.srem(self._k(key), *args[0])
+        elif name == "stamp":
+            member, at, ttl, keep = args
+            pipe.zadd(self._k(key), {member: at})
+            pipe.zremrangebyscore(self._k(key), "-inf", f"({at - keep!r}")
+            pipe.pexpire(self._k(key), _ms(ttl))
+
     def pack(self, value: Any) -> bytes:
         """A JSON value, compressed (Redis memory is shared)."""
         return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
@@ -83,7 +123,7 @@ class RedisPrimitives:
     def delete(self, keys: list[str]) -> None:
         """Delete keys of any kind."""
         for start in range(0, len(keys), 500):
-            self.client.delete(*[self._k(k) for k in keys[start:start + 500]])
+            self._apply([("delete", (keys[start:start + 500],))])
 
     def delete_prefix(self, prefix: str) -> None:
         """Delete every key whose name starts with prefix."""
@@ -93,16 +133,12 @@ class RedisPrimitives:
 
     def expire(self, key: str, ttl: float) -> None:
         """Give an existing key a new ttl."""
-        self.client.pexpire(self._k(key), _ms(ttl))
+        self._apply([("expire", (key, ttl))])
 
     def hash_put(self, key: str, mapping: dict[str, Value], ttl: float) -> None:
         """Set fields of a hash and its ttl."""
-        if not mapping:
-            return
-        pipe = self.client.pipeline()
-        pipe.hset(self._k(key), mapping={f: encode(v) for f, v in mapping.items()})
-        pipe.pexpire(self._k(key), _ms(ttl))
-        pipe.execute()
+        if mapping:
+            self._apply([("hash_put", (key, mapping, ttl))])
 
     def hash_first(self, key: str, mapping: dict[str, Value], ttl: float, counts: str | None = None) -> list[bytes]:
         """Set each field not set yet (the first value wins), counting those set in hash `counts`; the values held."""
@@ -135,7 +171,7 @@ class RedisPrimitives:
     def hash_drop(self, key: str, fields: list[str]) -> None:
         """Delete fields of a hash."""
         if fields:
-            self.client.hdel(self._k(key), *fields)
+            self._apply([("hash_drop", (key, fields))])
 
     def hash_len(self, keys: list[str]) -> list[int]:
         """How many fields each hash holds (one round trip, not a transaction)."""
@@ -146,25 +182,18 @@ class RedisPrimitives:
 
     def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> int:
         """Add amount to a field of a hash (and set its ttl); the new value."""
-        pipe = self.client.pipeline()
-        pipe.hincrby(self._k(key), field, amount)
-        pipe.pexpire(self._k(key), _ms(ttl))
-        return int(pipe.execute()[0])
+        return int(self._apply([("hash_incr", (key, field, amount, ttl))])[0])
 
     def set_add(self, key: str, members: list[str], ttl: float) -> int:
         """Add members to a set (and set its ttl); how many members it holds after."""
         if not members:
             return self.set_len(key)
-        pipe = self.client.pipeline()
-        pipe.sadd(self._k(key), *members)
-        pipe.pexpire(self._k(key), _ms(ttl))
-        pipe.scard(self._k(key))
-        return int(pipe.execute()[2])
+        return int(self._apply([("set_add", (key, members, ttl))])[2])
 
     def set_drop(self, key: str, members: list[str]) -> None:
         """Remove members from a set."""
         if members:
-            self.client.srem(self._k(key), *members)
+            self._apply([("set_drop", (key, members))])
 
     def set_has(self, key: str, members: list[str]) -> list[bool]:
         """Whether each member is in a set."""
@@ -176,11 +205,7 @@ class RedisPrimitives:
 
     def stamp(self, key: str, member: str, at: float, ttl: float, keep: float) -> None:
         """Stamp a member with time `at`, forget those stamped before at - keep, set the ttl."""
-        pipe = self.client.pipeline()
-        pipe.zadd(self._k(key), {member: at})
-        pipe.zremrangebyscore(self._k(key), "-inf", f"({at - keep!r}")
-        pipe.pexpire(self._k(key), _ms(ttl))
-        pipe.execute()
+        self._apply([("stamp", (key, member, at, ttl, keep))])
 
     def stamped(self, key: str, since: float | None = None, limit: int | None = None) -> list[str]:
         """The members stamped at or after since, newest first, at most limit."""

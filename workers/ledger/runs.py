@@ -59,20 +59,21 @@ class Ledger:
     def start(self, run_id: str, info: dict[str, Any]) -> None:
         """Create the run and list it among the recent runs."""
         now = time.time()
-        self.store.hash_put(self._key(run_id, "meta"), {"info": json.dumps(info), "state": "running", "total": 0,
-                                                        "walked": 0, "started": now}, self.ttl)
-        self.store.stamp(RUNS_KEY, run_id, now, self.ttl, keep=self.ttl)
+        with self.store.batch() as batch:
+            batch.hash_put(self._key(run_id, "meta"), {"info": json.dumps(info), "state": "running", "total": 0,
+                                                       "walked": 0, "started": now}, self.ttl)
+            batch.stamp(RUNS_KEY, run_id, now, self.ttl, keep=self.ttl)
 
     def walked(self, run_id: str, total: int, unchanged: int, removals: list[str]) -> None:
         """Record the finished walk: its file count; how many of those files are unchanged by stat (counted
         as outcomes, not listed: a run with nothing to read records nothing per file); and the stored
-        paths its complete roots no longer hold, which the writer removes when the run finishes. The walk
-        is marked last, so a run is never done before its counts are in."""
-        if removals:
-            self.store.put(self._key(run_id, "prune"), self.store.pack(removals), self.ttl)
-        if unchanged:
-            self.store.hash_incr(self._key(run_id, "cnt"), "unchanged", unchanged, self.ttl)
-        self.store.hash_put(self._key(run_id, "meta"), {"total": total, "walked": 1}, self.ttl)
+        paths its complete roots no longer hold, which the writer removes when the run finishes (one step)."""
+        with self.store.batch() as batch:
+            if removals:
+                batch.put(self._key(run_id, "prune"), self.store.pack(removals), self.ttl)
+            if unchanged:
+                batch.hash_incr(self._key(run_id, "cnt"), "unchanged", unchanged, self.ttl)
+            batch.hash_put(self._key(run_id, "meta"), {"total": total, "walked": 1}, self.ttl)
 
     def record(self, run_id: str, outcomes: list[Outcome]) -> None:
         """Record (path, outcome, reason) triples; the first outcome of a path wins."""
@@ -130,12 +131,13 @@ class Ledger:
 
     def finish(self, run_id: str, state: str, removed: int, files: int, chunks: int, error: str | None) -> None:
         """Close the run with its final state and store totals, and release its run lock."""
-        self.store.hash_put(self._key(run_id, "meta"), {"state": state, "removed": removed, "files": files,
-                                                        "chunks": chunks, "error": error or "", "finished": 1,
-                                                        "ended": time.time()}, self.ttl)
-        # What stays for the run's TTL is its summary; the per-path record only guards redeliveries.
-        self.store.expire(self._key(run_id, "out"), FINISHED_TTL_SECONDS)
-        self.store.delete([self._key(run_id, "prune")])
+        with self.store.batch() as batch:
+            batch.hash_put(self._key(run_id, "meta"), {"state": state, "removed": removed, "files": files,
+                                                       "chunks": chunks, "error": error or "", "finished": 1,
+                                                       "ended": time.time()}, self.ttl)
+            # What stays for the run's TTL is its summary; the per-path record only guards redeliveries.
+            batch.expire(self._key(run_id, "out"), FINISHED_TTL_SECONDS)
+            batch.delete([self._key(run_id, "prune")])
         self.run_lock.release(run_id)
 
     def fail(self, run_id: str, error: str) -> None:
