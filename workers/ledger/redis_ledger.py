@@ -21,6 +21,7 @@ from workers.ledger.scripts import Scripts
 __all__ = ["FINISHED_TTL_SECONDS", "TTL_SECONDS", "RedisLedger", "RedisPrimitives"]
 
 LOG_PARTS = ("names", "slots", "items", "slot_of", "length")
+SINGLE_COMMAND = {"put", "delete", "expire", "hash_drop", "set_drop"}  # writes that need no MULTI alone
 
 
 def _ms(ttl: float) -> int:
@@ -61,7 +62,8 @@ class RedisPrimitives:
         return Batch(self._apply)
 
     def _apply(self, ops: list[Op]) -> list[Any]:
-        pipe = self.client.pipeline()
+        """Run write primitives in one round trip: MULTI/EXEC unless it is one single-command write."""
+        pipe = self.client.pipeline(transaction=len(ops) > 1 or ops[0][0] not in SINGLE_COMMAND)
         for name, args in ops:
             self._queue(pipe, name, *args)
         return list(pipe.execute())
