@@ -80,11 +80,26 @@ def _drop_float_copies(conn: Connection, base: PathBase) -> None:
     schema.drop_legacy_vector_codes(conn)
 
 
+def _keep_identifiers(conn: Connection, base: PathBase) -> None:
+    """Format 4 split `model_validator`, `config.yaml` and `--workers` into words in the exact table too.
+
+    The exact table, its vocabulary and the FTS triggers are dropped and created anew (the table
+    indexing the chunks_exact view: split words, then identifiers whole), and the table is rebuilt
+    from chunks. Nothing is read or embedded again; the porter and CJK tables are left as they are.
+    """
+    schema.drop_fts_triggers(conn)
+    schema.drop_exact(conn)
+    schema.ensure(conn)
+    conn.execute(f"INSERT INTO {schema.EXACT_TABLE}({schema.EXACT_TABLE}) VALUES ('rebuild')")
+
+
 STEPS = (
     Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
     Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
     Step(3, 4, _drop_float_copies, "drops the float copies and bit codes beside the vectors (nothing is embedded"
                                    " again)"),
+    Step(4, 5, _keep_identifiers, "keeps identifiers (snake_case, dotted.names, --flags) whole in the exact table"
+                                  " (rebuilt from the sections; nothing is read again)"),
 )
 _BY_SOURCE = {step.source: step for step in STEPS}
 
