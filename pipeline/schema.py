@@ -251,7 +251,7 @@ def ensure(conn: Connection) -> None:
 
 
 def drop_exact(conn: Connection) -> None:
-    """Drop the exact table, its vocabulary and its content view (in the caller's transaction; ensure() recreates them)."""
+    """Drop the exact table, its vocabulary and content view (in the caller's transaction; ensure() makes them)."""
     conn.execute(f"DROP TABLE IF EXISTS {VOCAB_TABLE}")
     conn.execute(f"DROP TABLE IF EXISTS {EXACT_TABLE}")
     conn.execute(f"DROP VIEW IF EXISTS {EXACT_VIEW}")
