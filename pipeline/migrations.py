@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pipeline import schema
 from pipeline.db import Connection
+from pipeline.identifiers import identifiers
 from pipeline.paths import PathBase
 
 
@@ -83,12 +84,18 @@ def _drop_float_copies(conn: Connection, base: PathBase) -> None:
 def _keep_identifiers(conn: Connection, base: PathBase) -> None:
     """Format 4 split `model_validator`, `config.yaml` and `--workers` into words in the exact table too.
 
-    The exact table, its vocabulary and the FTS triggers are dropped and created anew (the table
-    indexing the chunks_exact view: split words, then identifiers whole), and the table is rebuilt
-    from chunks. Nothing is read or embedded again; the porter and CJK tables are left as they are.
+    chunks gains the identifier columns, filled from each section's text and heading (with the
+    FTS triggers dropped, so the porter and CJK tables are left as they are); the exact table, its
+    vocabulary and the triggers are created anew and the exact table is rebuilt from chunks.
+    Nothing is read from the files or embedded again.
     """
     schema.drop_fts_triggers(conn)
     schema.drop_exact(conn)
+    schema.add_identifier_columns(conn)
+    rows = conn.execute("SELECT id, body, heading_path FROM chunks")
+    found = ((identifiers(body), identifiers(heading), chunk_id) for chunk_id, body, heading in rows)
+    conn.executemany("UPDATE chunks SET body_identifiers = ?, heading_identifiers = ? WHERE id = ?",
+                     [row for row in found if row[0] or row[1]])
     schema.ensure(conn)
     conn.execute(f"INSERT INTO {schema.EXACT_TABLE}({schema.EXACT_TABLE}) VALUES ('rebuild')")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
+from pipeline import identifiers
 from pipeline.db import Connection
 
 FORMAT_VERSION = 5
@@ -34,23 +35,18 @@ FTS_TABLES = ("chunks_fts", "chunks_fts_exact", "chunks_fts_cjk")
 FTS_CJK = "chunks_fts_cjk"  # indexes only the chunks with CJK runs, as its triggers do
 VOCAB_TABLE = "chunks_vocab"
 EXACT_TABLE = "chunks_fts_exact"
-EXACT_VIEW = "chunks_exact"  # the exact table's content: each text split into words, then as written
+EXACT_VIEW = "chunks_exact"  # the exact table's content: each text's words, then its identifiers
 
-# The exact table (words as written) keeps identifiers whole: `_`, `-` and `.` are token characters
-# there, and each text is indexed twice, once with them as spaces (the words of today's unicode61,
-# so every word and phrase found before is found still) and once as written, where a `.` or `-`
-# before a space or the end is dropped first, so `model_validator`, `config.yaml` and `--workers`
-# are one token each and a sentence's last word keeps no dot. A private-use character (a token no
-# query can write) sits between the two copies, so no phrase runs from one into the other.
-# docs/architecture.md "Identifiers in the exact table" has the measurements.
-EXACT_TOKENCHARS = "_-."
-EXACT_TOKENIZER = f"unicode61 tokenchars '{EXACT_TOKENCHARS}'"
-_COPY_BARRIER = "\ue000"
-# Separators after which a `.` or `-` ends a word: as spaces they change no token of the copy.
-_BLANKED = "\n\r\t\f\v)]}([{\"',;:!?*`<>|/\\=+#~^&%$@"
-# The as-written copy: separators blanked, an ellipsis dropped, a `.` or `-` before a blank dropped
-# (twice, for `..` and `--` left by the ellipsis or a dash of three).
-_AS_WRITTEN_STEPS = (*((c, " ") for c in _BLANKED), ("...", " "), *((f"{c} ", "  ") for c in ".-.-"))
+# The exact table (words as written) keeps identifiers whole (pipeline/identifiers.py): `_`, `-` and
+# `.` are token characters there, and it indexes the chunks_exact view: each text with them read as
+# spaces (the words unicode61 alone cuts, so every word and phrase found before is found still),
+# then the identifiers the writer keeps beside it in chunks. docs/architecture.md "Identifiers".
+EXACT_TOKENIZER = f"unicode61 tokenchars '{identifiers.TOKENCHARS}'"
+IDENTIFIER_COLUMNS = ("body_identifiers", "heading_identifiers")
+ADD_IDENTIFIERS_DDL = tuple(f"ALTER TABLE chunks ADD COLUMN {c} TEXT NOT NULL DEFAULT ''" for c in IDENTIFIER_COLUMNS)
+_EXACT_BODY = identifiers.exact_sql("{row}body", "{row}body_identifiers")
+_EXACT_HEADING = identifiers.exact_sql("{row}heading_path", "{row}heading_identifiers")
+
 TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")  # keep every FTS table in step with chunks
 
 # Meta keys: the format version, the vector identity (pipeline/vectors.py) and the code scheme.
@@ -104,53 +100,22 @@ FTS5_PROBE_DDL = (
 )
 
 
-
-def _literal(text: str) -> str:
-    """text as an SQL expression: quoted, with control and private-use characters as char()."""
-    parts = [f"char({ord(c)})" if not c.isprintable() or c == _COPY_BARRIER else "'" + c.replace("'", "''") + "'"
-             for c in text]
-    return " || ".join(parts) if len(parts) > 1 else parts[0]
-
-
-def _exact_sql(column: str) -> str:
-    """The SQL of exact_text over a column: its split copy, the barrier, its as-written copy."""
-    split = column
-    for c in EXACT_TOKENCHARS:
-        split = f"replace({split}, {_literal(c)}, ' ')"
-    written = f"{column} || ' '"
-    for old, new in _AS_WRITTEN_STEPS:
-        written = f"replace({written}, {_literal(old)}, {_literal(new)})"
-    return f"{split} || ' ' || {_literal(_COPY_BARRIER)} || ' ' || {written}"
-
-
-def exact_text(text: str) -> str:
-    """text as the exact table indexes it (the view's SQL in Python: the same replacements, in order)."""
-    split = text
-    for c in EXACT_TOKENCHARS:
-        split = split.replace(c, " ")
-    return f"{split} {_COPY_BARRIER} {as_written(text)}"
-
-
-def as_written(text: str) -> str:
-    """text's as-written copy: the words and identifiers the exact table holds whole (a query term's form there)."""
-    written = text + " "
-    for old, new in _AS_WRITTEN_STEPS:
-        written = written.replace(old, new)
-    return written
+def _exact(row: str) -> str:
+    """The exact table's two values for a row (`new.`, `old.` or '' in the view)."""
+    return f"{_EXACT_BODY.format(row=row)}, {_EXACT_HEADING.format(row=row)}"
 
 
 # The three FTS5 tables follow chunks through these trigger bodies: index a new row, unindex an old one.
 _INDEX_NEW = f"""\
     INSERT INTO chunks_fts(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
-    INSERT INTO chunks_fts_exact(rowid, body, heading_path)
-        VALUES (new.id, {_exact_sql("new.body")}, {_exact_sql("new.heading_path")});
+    INSERT INTO chunks_fts_exact(rowid, body, heading_path) VALUES (new.id, {_exact("new.")});
     INSERT INTO chunks_fts_cjk(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';
 """
 _UNINDEX_OLD = f"""\
     INSERT INTO chunks_fts(chunks_fts, rowid, body, heading_path)
         VALUES ('delete', old.id, old.body, old.heading_path);
     INSERT INTO chunks_fts_exact(chunks_fts_exact, rowid, body, heading_path)
-        VALUES ('delete', old.id, {_exact_sql("old.body")}, {_exact_sql("old.heading_path")});
+        VALUES ('delete', old.id, {_exact("old.")});
     INSERT INTO chunks_fts_cjk(chunks_fts_cjk, rowid, cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';
 """
 
@@ -189,13 +154,14 @@ CREATE TABLE IF NOT EXISTS chunks (
     body         TEXT NOT NULL,
     text_hash    TEXT NOT NULL,
     cjk          TEXT NOT NULL DEFAULT '',
+    body_identifiers    TEXT NOT NULL DEFAULT '',
+    heading_identifiers TEXT NOT NULL DEFAULT '',
     UNIQUE (document_id, ordinal)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     body, heading_path, content='chunks', content_rowid='id', tokenize='porter unicode61'
 );
-CREATE VIEW IF NOT EXISTS chunks_exact(id, body, heading_path) AS
-    SELECT id, {_exact_sql("body")}, {_exact_sql("heading_path")} FROM chunks;
+CREATE VIEW IF NOT EXISTS chunks_exact(id, body, heading_path) AS SELECT id, {_exact("")} FROM chunks;
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_exact USING fts5(
     body, heading_path, content='chunks_exact', content_rowid='id', tokenize="{EXACT_TOKENIZER}"
 );
@@ -248,6 +214,14 @@ def ensure(conn: Connection) -> None:
     """Create every missing table and trigger, leaving those present as they are (in the caller's transaction)."""
     for statement in _statements():
         conn.execute(statement)
+
+
+def add_identifier_columns(conn: Connection) -> None:
+    """Add format 5's identifier columns to a format 4 chunks table that lacks them (in the caller's transaction)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}
+    for column, ddl in zip(IDENTIFIER_COLUMNS, ADD_IDENTIFIERS_DDL, strict=True):
+        if column not in columns:
+            conn.execute(ddl)
 
 
 def drop_exact(conn: Connection) -> None:

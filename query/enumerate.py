@@ -21,6 +21,7 @@ from config.observability import traced
 from config.settings import Settings
 from pipeline import schema
 from pipeline.db import Connection
+from pipeline.identifiers import written_form
 from query.filters import Filter
 from query.generation import Generation
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
@@ -235,8 +236,8 @@ def fts_expression(term: Term, column: str | None) -> str:
 
 
 def written_term(term: Term) -> Term:
-    """The term in the exact table's as-written form: `model_validator` whole, a trailing `.` dropped."""
-    return Term(" ".join(schema.as_written(term.text).split()), term.phrase, term.field, term.negated, term.cjk)
+    """The term as the exact table holds it: one identifier (`model_validator`) whole, any other by its words."""
+    return Term(written_form(term.text, term.phrase), term.phrase, term.field, term.negated, term.cjk)
 
 
 def term_documents(conn: Connection, term: Term, table: str = "chunks_fts") -> dict[int, DocumentHits]:

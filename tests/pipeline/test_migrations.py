@@ -36,9 +36,11 @@ _FORMAT_4_OLD = (
 
 
 def _as_format_4(conn: db.Connection, workdir: Path) -> None:
-    """Undo 4 -> 5: the exact table over chunks with unicode61 as it is (identifiers split into words)."""
+    """Undo 4 -> 5: no identifier columns, the exact table plain unicode61 over chunks (identifiers split)."""
     schema.drop_fts_triggers(conn)
     schema.drop_exact(conn)
+    for column in schema.IDENTIFIER_COLUMNS:
+        conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
     conn.execute(_FORMAT_4_EXACT)
     conn.execute("INSERT INTO chunks_fts_exact(chunks_fts_exact) VALUES ('rebuild')")
     conn.execute("CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts_exact, 'row')")
