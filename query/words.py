@@ -28,7 +28,6 @@ BULK_COUNTS = 200
 RELATED_MAX = 20
 FORMS_SHOWN = 5
 _STEM_CACHE_MAX = 200_000
-_LETTER_OR_DIGIT = re.compile(r"[^\W_]")  # `--` and `...` are indexed as written, not words
 PATTERN_SECONDS = 3.0
 """The most time a pattern may spend matching the whole vocabulary (see matching_words)."""
 
@@ -87,9 +86,9 @@ STEMMER = Stemmer()
 
 
 def vocabulary(conn: Connection) -> list[str]:
-    """Every word of the exact table, sorted; single characters only when CJK, none without a letter or digit."""
+    """Every word of the exact table, sorted; single characters only when CJK."""
     rows = conn.execute("SELECT term FROM chunks_vocab ORDER BY term").fetchall()
-    return [str(t) for (t,) in rows if (len(t) >= 2 or is_cjk(t)) and _LETTER_OR_DIGIT.search(t)]
+    return [str(t) for (t,) in rows if len(t) >= 2 or is_cjk(t)]
 
 
 def _prefix_for(stem: str) -> str:
