@@ -30,10 +30,10 @@ from query.filters import Filter
 from query.highlight import excerpt, marks
 from query.listing import sources_answer, stats_answer
 from query.match_query import scrub
+from query.rank.parsed import parse_query
 from query.reader import Reader, not_built_note, open_reader, parse_ref
 from query.search import hit_json, search
 from query.serve import page
-from query.terms import build_query
 
 COOKIE = "knowledge_session"
 SHOW_PREFIX = "/show/"
@@ -135,7 +135,7 @@ class Site:
         mapper = CitationMapper.from_settings(self.settings)
         answer = {"tier": response.tier, "status": response.status, "note": response.note,
                   "results": [hit_json(h, mapper) for h in response.hits]}
-        query = build_query(state.q)
+        query = (response.query or parse_query(state.q)).lexical  # the query as search read it
         snippets = [excerpt(h.content, query) for h in response.hits]
         trails = [marks(h.section, query) for h in response.hits]
         return page.search_results(state.q, answer, snippets, trails)

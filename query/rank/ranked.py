@@ -1,0 +1,54 @@
+"""What flows between the ranking stages: the candidates best first, the ids placed first, the stages' notes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from query.rank.parsed import ParsedQuery
+from query.rank.tiers import Scored, Tiers
+from query.reader import Reader
+from query.verbatim import protect
+
+Note = str | int | float | bool  # what a stage says about one hit, shown by --explain
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every stage may read and none changes: the parsed query, the tiers' candidates, the open reader."""
+
+    query: ParsedQuery
+    tiers: Tiers
+    reader: Reader
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A ranking between two stages: (chunk id, score) best first, higher is better.
+
+    pins are placed first in the answer, in their order, whatever later stages do to the rest (verbatim
+    protection); notes are what each stage that ran said about some hits, by stage name, in order.
+    depth is how many entries past the pins anyone reads from this stage's output (None: all of it),
+    so a stage may leave the rest of the list in its previous order (document diversity does).
+    """
+
+    context: Context
+    entries: tuple[Scored, ...] = ()
+    pins: tuple[int, ...] = ()
+    notes: tuple[tuple[str, Mapping[int, Note]], ...] = ()
+    depth: int | None = None
+
+    def noted(self, stage: str, about: Mapping[int, Note]) -> Ranked:
+        """This ranking with a stage's notes on some hits added to the trace --explain shows."""
+        return replace(self, notes=(*self.notes, (stage, about)))
+
+    def note_of(self, stage: str) -> Mapping[int, Note]:
+        """What the named stage said about each hit (empty when it did not run or said nothing)."""
+        return next((about for name, about in self.notes if name == stage), {})
+
+    def answer(self, k: int) -> list[Scored]:
+        """The first k: the pins (each with its score), then the rest in order."""
+        return protect(self.entries, self.pins, set(self.pins))[:k]
+
+
+Stage = Callable[[Ranked], Ranked]
