@@ -19,13 +19,13 @@ diversity stage's notes give `demoted`, and what any other stage said about a hi
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from query.fusion import PER_DOCUMENT, RRF_K
 
-if TYPE_CHECKING:
-    from query.rank.ranked import Note, Ranked
+Note = str | int | float | bool  # what a ranking stage says about one hit
 
 
 @dataclass(frozen=True)
@@ -93,22 +93,22 @@ class Explain:
         return "explain: " + ", ".join(parts)
 
 
-def explanations(ranking: Ranked) -> dict[int, Explain]:
-    """Each chunk id of either tier with its explanation (ranks 1-based, as RRF counts them)."""
-    from query.rank.stages import DIVERSITY
+def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]],
+                 fused: bool, demoted: Collection[int] = (), feedback: int = 0,
+                 stages: Sequence[tuple[str, Mapping[int, Note]]] = ()) -> dict[int, Explain]:
+    """Each chunk id of either tier with its explanation (ranks 1-based, as RRF counts them).
 
-    tiers = ranking.context.tiers
-    fused = bool(ranking.context.query.cjk)
-    lexical_at = {cid: (rank, -score) for rank, (cid, score) in enumerate(tiers.lexical, start=1)}
-    vector_at = {cid: (rank, -score) for rank, (cid, score) in enumerate(tiers.vector, start=1)}
-    demoted = ranking.note_of(DIVERSITY)
-    others = [(name, about) for name, about in ranking.notes if name != DIVERSITY]
+    lexical and vector hold the tiers' own measures (bm25, distance: lower is better); demoted: the
+    ids document diversity moved down; feedback: the sections that moved the query vector; stages:
+    what other stages said about some hits, by stage name.
+    """
+    lexical_at = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
+    vector_at = {cid: (rank, distance) for rank, (cid, distance) in enumerate(vector, start=1)}
     out: dict[int, Explain] = {}
     for cid in {*lexical_at, *vector_at}:
         lex = lexical_at.get(cid)
         vec = vector_at.get(cid)
-        said = tuple((name, about[cid]) for name, about in others if cid in about)
-        out[cid] = Explain(tiers.ranking, lex[0] if lex else None, lex[1] if lex else None, fused,
-                           vec[0] if vec else None, vec[1] if vec else None, cid in demoted, len(tiers.feedback),
-                           said)
+        said = tuple((name, about[cid]) for name, about in stages if cid in about)
+        out[cid] = Explain(ranking, lex[0] if lex else None, lex[1] if lex else None, fused,
+                           vec[0] if vec else None, vec[1] if vec else None, cid in demoted, feedback, said)
     return out

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from query.rank.parsed import ParsedQuery
 from query.rank.tiers import Scored, Tiers
 from query.reader import Reader
 from query.verbatim import protect
 
-Note = str | int | float | bool  # what a stage says about one hit, shown by --explain
+if TYPE_CHECKING:
+    from query.explain import Note  # what a stage says about one hit, shown by --explain
 
 
 @dataclass(frozen=True)
