@@ -1,4 +1,8 @@
-"""search: the lexical tier (and, with embeddings, the vector tier fused by RRF) with honest statuses."""
+"""search: the lexical tier (and, with embeddings, the vector tier fused by RRF) with honest statuses.
+
+This module owns the answer (statuses, notes, degrading, the span and meters); the ranking itself is
+query/rank/: the query parsed once, each tier's candidates, the stages, one hydration.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,12 @@ from query.lexical import FANOUT
 from query.rank.parsed import ParsedQuery, parse_query
 from query.rank.pipeline import rank
 from query.rank.ranked import Context
-from query.rank.tiers import HYBRID, LEXICAL, RANKINGS, VECTOR, Tiers, excluded_ids, lexical_tier, vector_tier
+from query.rank.tiers import HYBRID as HYBRID  # the rankings, re-exported: eval and the CLI import them here
+from query.rank.tiers import LEXICAL as LEXICAL
+from query.rank.tiers import RANKINGS as RANKINGS
+from query.rank.tiers import VECTOR as VECTOR
+from query.rank.tiers import Tiers, lexical_tier, vector_tier
+from query.rank.tiers import excluded_ids as excluded_ids
 from query.reader import STATUS_NOT_BUILT, Hit, Reader, borrowed_reader, not_built_note
 from query.terminal import one_line
 from query.tier import tier_line
@@ -27,9 +36,6 @@ if TYPE_CHECKING:
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "index_empty"
-
-__all__ = ["HYBRID", "LEXICAL", "RANKINGS", "VECTOR", "SearchResponse", "excluded_ids", "hit_json", "search",
-           "search_deep", "to_json"]
 
 NOTE_EMPTY = "the index holds no documents; check knowledge.paths and run `knowledge index`"
 

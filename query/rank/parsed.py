@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from query.terms import LexicalQuery, build_query, verbatim_phrases
 
@@ -13,7 +14,12 @@ class ParsedQuery:
 
     text: str
     lexical: LexicalQuery  # the terms kept, dropped and excluded, the CJK runs, and their FTS5 expression
-    phrases: tuple[str, ...]  # the identifiers and quoted phrases asked for verbatim (query/verbatim.py)
+
+    @cached_property
+    def phrases(self) -> tuple[str, ...]:
+        """The identifiers and quoted phrases asked for verbatim (query/verbatim.py); read when first asked for,
+        as only a hybrid ranking protects them."""
+        return verbatim_phrases(self.text)
 
     @property
     def terms(self) -> tuple[str, ...]:
@@ -38,4 +44,4 @@ class ParsedQuery:
 
 def parse_query(text: str) -> ParsedQuery:
     """The one reading of a query's text that search, explain and the search page share."""
-    return ParsedQuery(text, build_query(text), verbatim_phrases(text))
+    return ParsedQuery(text, build_query(text))

@@ -20,7 +20,7 @@ def ranked(context: Context, k: int, stages: Sequence[Stage] | None = None) -> R
     ranking = Ranked(context)
     last = len(chosen) - 1
     for at, stage in enumerate(chosen):
-        ranking = stage(replace(ranking, depth=k if at == last else None))
+        ranking = stage(ranking.read_to(k if at == last else None))
     return ranking
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from query.rank.parsed import ParsedQuery
@@ -42,7 +42,21 @@ class Ranked:
 
     def noted(self, stage: str, about: Mapping[int, Note]) -> Ranked:
         """This ranking with a stage's notes on some hits added to the trace --explain shows."""
-        return replace(self, notes=(*self.notes, (stage, about)))
+        return Ranked(self.context, self.entries, self.pins, (*self.notes, (stage, about)), self.depth)
+
+    def reordered(self, entries: Sequence[Scored]) -> Ranked:
+        """This ranking with its entries (re-scored or re-ordered) replaced."""
+        return Ranked(self.context, tuple(entries), self.pins, self.notes, self.depth)
+
+    def pinned(self, ids: Sequence[int]) -> Ranked:
+        """This ranking with ids pinned first, after those pinned already."""
+        return Ranked(self.context, self.entries, (*self.pins, *ids), self.notes, self.depth)
+
+    def read_to(self, depth: int | None) -> Ranked:
+        """This ranking with how deep its next stage's output is read set (None: all of it)."""
+        if depth == self.depth:
+            return self
+        return Ranked(self.context, self.entries, self.pins, self.notes, depth)
 
     def note_of(self, stage: str) -> Mapping[int, Note]:
         """What the named stage said about each hit (empty when it did not run or said nothing)."""

@@ -4,11 +4,15 @@ A stage reads the ranking so far (and its Context: the parsed query, the tiers' 
 and returns the next one; what it did to a hit it says with Ranked.noted, and --explain shows that.
 Adding a stage is writing its function and naming it in STAGES. The last stage's output is read only
 to the answer's depth (the pipeline sets Ranked.depth); every other stage must rank the whole list.
+
+Verbatim protection pins sections rather than moving them, and diversity counts a pinned section in
+its document's allowance but never demotes it: the same answer as demoting first and then placing
+the protected sections first (tests/query/test_rank_stages.py), while diversity, last, reads only
+the ranks the answer needs. A stage that re-scores the list (language preference, document
+evidence, a reranker) goes before diversity; pinned sections stay first whatever it does.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from query.fusion import diversified_prefix, rrf
 from query.rank.ranked import Ranked, Stage
@@ -25,7 +29,7 @@ def fusion(ranked: Ranked) -> Ranked:
         entries = tuple(rrf([tiers.lexical_ids, [cid for cid, _ in tiers.vector]]))
     else:
         entries = tiers.vector if tiers.ranking == VECTOR else tiers.lexical
-    return replace(ranked, entries=entries)
+    return ranked.reordered(entries)
 
 
 def verbatim(ranked: Ranked) -> Ranked:
@@ -36,7 +40,7 @@ def verbatim(ranked: Ranked) -> Ranked:
     lexical = context.tiers.lexical_ids
     held = verbatim_ids(context.reader.conn, context.query.phrases, lexical)
     pins = tuple(cid for cid in dict.fromkeys(lexical) if cid in held)
-    return replace(ranked, pins=(*ranked.pins, *pins))
+    return ranked.pinned(pins)
 
 
 def diversity(ranked: Ranked) -> Ranked:
@@ -46,7 +50,7 @@ def diversity(ranked: Ranked) -> Ranked:
     pins = frozenset(ranked.pins)
     order, moved = diversified_prefix(ranked.entries, ranked.depth, ranked.context.reader.documents_of,
                                       exempt=pins)
-    return replace(ranked, entries=tuple(order)).noted(DIVERSITY, dict.fromkeys(moved, True))
+    return ranked.reordered(order).noted(DIVERSITY, dict.fromkeys(moved, True))
 
 
 STAGES: tuple[Stage, ...] = (fusion, verbatim, diversity)

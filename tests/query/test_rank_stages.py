@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ def shout(ranked: Ranked) -> Ranked:
 
 def flip(ranked: Ranked) -> Ranked:
     """A throwaway re-scoring stage: the worst candidate becomes the best (scores stay higher-is-better)."""
-    return replace(ranked, entries=tuple((cid, -score) for cid, score in reversed(ranked.entries)))
+    return ranked.reordered([(cid, -score) for cid, score in reversed(ranked.entries)])
 
 
 @pytest.fixture
