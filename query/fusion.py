@@ -76,7 +76,7 @@ def diversified_prefix(ranked: Sequence[tuple[int, float]], depth: int | None,
         known.update(documents_of([chunk_id for chunk_id, _ in ranked[read:size]]))
         read = size
         order, moved = diversify(ranked[:size], known, per_document, exempt)
-        settled = sum(1 for chunk_id, _ in order if chunk_id not in moved and chunk_id not in exempt)
+        settled = size - len(moved) - (sum(1 for chunk_id, _ in ranked[:size] if chunk_id in exempt) if exempt else 0)
         if settled >= depth or size == len(ranked):
             return order + list(ranked[size:]), moved
         size = min(len(ranked), 2 * size)

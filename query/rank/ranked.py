@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from query.explain import Note  # what a stage says about one hit, shown by --explain
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Context:
     """What every stage may read and none changes: the parsed query, the tiers' candidates, the open reader."""
 
@@ -24,7 +24,7 @@ class Context:
     reader: Reader
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ranked:
     """A ranking between two stages: (chunk id, score) best first, higher is better.
 
@@ -44,9 +44,10 @@ class Ranked:
         """This ranking with a stage's notes on some hits added to the trace --explain shows."""
         return Ranked(self.context, self.entries, self.pins, (*self.notes, (stage, about)), self.depth)
 
-    def reordered(self, entries: Sequence[Scored]) -> Ranked:
-        """This ranking with its entries (re-scored or re-ordered) replaced."""
-        return Ranked(self.context, tuple(entries), self.pins, self.notes, self.depth)
+    def reordered(self, entries: Sequence[Scored], stage: str = "", about: Mapping[int, Note] | None = None) -> Ranked:
+        """This ranking with its entries (re-scored or re-ordered) replaced, and the stage's notes if any."""
+        notes = self.notes if about is None else (*self.notes, (stage, about))
+        return Ranked(self.context, tuple(entries), self.pins, notes, self.depth)
 
     def pinned(self, ids: Sequence[int]) -> Ranked:
         """This ranking with ids pinned first, after those pinned already."""

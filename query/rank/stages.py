@@ -50,7 +50,7 @@ def diversity(ranked: Ranked) -> Ranked:
     pins = frozenset(ranked.pins)
     order, moved = diversified_prefix(ranked.entries, ranked.depth, ranked.context.reader.documents_of,
                                       exempt=pins)
-    return ranked.reordered(order).noted(DIVERSITY, dict.fromkeys(moved, True))
+    return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
 
 
 STAGES: tuple[Stage, ...] = (fusion, verbatim, diversity)

@@ -56,8 +56,8 @@ def excluded_ids(reader: Reader, query: ParsedQuery) -> set[int]:
 def lexical_tier(reader: Reader, query: ParsedQuery, fanout: int, allowed: str | None,
                  excluded: set[int]) -> tuple[Scored, ...]:
     """The best `fanout` lexical candidates (of the allowed documents' chunks when a filter is on)."""
-    return tuple((cid, -score) for cid, score in search_ids(reader.conn, query.lexical, fanout, allowed)
-                 if cid not in excluded)
+    return tuple([(cid, -score) for cid, score in search_ids(reader.conn, query.lexical, fanout, allowed)
+                  if cid not in excluded])
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def vector_tier(settings: Settings, reader: Reader, text: str, depth: int, allow
         vector = embed_query(emb, identity, text)
         found = nearest_with_feedback(reader.conn, identity, vector, max(depth, KNN_K), lexical, excluded, allowed)
         if found is not None:
-            nearest = tuple((cid, -distance) for cid, distance in found[0] if cid not in excluded)
+            nearest = tuple([(cid, -distance) for cid, distance in found[0] if cid not in excluded])
             return VectorTier(nearest, tuple(found[1]), settings, tier)
         reader.meta = read_meta(reader.conn)  # the store now serves another model: follow it
         settings = serving(settings, reader.meta)
