@@ -26,11 +26,11 @@ from config.settings import MAX_TOP_K, Settings
 from query.enumerate import DEFAULT_LIMIT
 from query.highlight import excerpt, marks
 from query.match_query import scrub
+from query.rank.parsed import parse_query
 from query.requests import MatchRequest, SearchRequest, ShowRequest
 from query.serve import page
 from query.service import QueryService
 from query.status import Status
-from query.terms import build_query
 
 COOKIE = "knowledge_session"
 SHOW_PREFIX = "/show/"
@@ -135,7 +135,7 @@ class Site:
         answer = self.service.search(SearchRequest(
             state.q, state.top_k, _one(keywords.get("path")), _one(keywords.get("root")),
             _one(keywords.get("where")), bool(keywords.get("explain"))))
-        query = build_query(state.q)
+        query = (answer.response.query or parse_query(state.q)).lexical  # the query as search read it
         snippets = [excerpt(h.content, query) for h in answer.hits]
         trails = [marks(h.section, query) for h in answer.hits]
         return answer.status, answer.response.note, page.search_results(state.q, answer.to_json(), snippets, trails)
