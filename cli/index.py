@@ -76,6 +76,8 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
         f"indexed: added={data['added']} updated={data['updated']} unchanged={data['unchanged']} "
         f"removed={data['removed']} failed={data['failed']}; store: {data['files']} files, {data['chunks']} chunks"
     )
+    if data.get("vectors_added"):
+        click.echo(f"vectors added: {data['vectors_added']} (unchanged files, read again for the vectors they lacked)")
     for item in data["skipped"]:
         click.echo(f"  skipped: {name(item['path'])}: {name(item['reason'])}")
     for item in data["failures"]:
@@ -121,6 +123,7 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     configure_metrics("knowledge-cli")  # OTLP only, when configured (a short-lived process is not scraped)
     request = RunRequest(paths=paths, reindex=reindex)
     targets = request.targets(settings)
+    refuse_missing_roots(paths, targets)
     if dry_run:
         print_dry_run(settings, request, targets, as_json)
         return
@@ -136,6 +139,23 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     print_summary(summary, as_json)
     if summary.state != "complete" or summary.counts.get("failed", 0):
         sys.exit(EXIT_FAILURE)
+
+
+def refuse_missing_roots(paths: tuple[str, ...], targets: Targets) -> None:
+    """UsageError (exit 2) naming every root given on the command line that does not exist, before any store is made."""
+    import os
+
+    if not targets.explicit:
+        return
+    missing = [root for root in targets.roots if not os.path.lexists(root)]
+    if not missing:
+        return
+    given = {os.path.normpath(os.path.abspath(p)): p for p in paths}
+    named = ", ".join(name(given.get(os.path.normpath(root), root)) for root in missing)
+    which = "" if len(missing) == len(targets.roots) and len(missing) == 1 else (
+        f" ({len(missing)} of the {len(targets.roots)} roots given)")
+    raise UsageError(f"cannot index {named}: no such file or directory{which}; nothing was indexed and no store "
+                     "was created or changed")
 
 
 def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_json: bool) -> None:

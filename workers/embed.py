@@ -246,6 +246,47 @@ def attach_vectors(runtime: Runtime, run_id: str, key: str, items: list[Item]) -
     return out
 
 
+VECTORS_ADDED = "vectors_added"  # the outcome of a document rewritten only to give its sections vectors
+
+
+def stored_hashes(runtime: Runtime, run_id: str, items: list[Item]) -> dict[str, str]:
+    """In the writer, before a batch is applied: the stored content hash of each document waiting for
+    vectors in a run without --reindex; what name_backfills compares with."""
+    paths = [item.path for item in items if isinstance(item, DocumentItem) and item.embed]
+    if not paths or _reindexing(runtime, run_id):
+        return {}
+    conn = runtime.writer_store().conn
+    found: dict[str, str] = {}
+    for start in range(0, len(paths), 500):
+        part = paths[start:start + 500]
+        rows = conn.execute(f"SELECT path, sha256 FROM documents WHERE path IN ({','.join('?' * len(part))})", part)
+        found.update((path, sha) for path, sha in rows)
+    return found
+
+
+_reindex_runs: dict[str, bool] = {}
+
+
+def _reindexing(runtime: Runtime, run_id: str) -> bool:
+    """Whether the run was asked with --reindex (from its run info, read once per run and process)."""
+    if run_id not in _reindex_runs:
+        with _lock:
+            if len(_reindex_runs) > 64:
+                _reindex_runs.clear()
+            _reindex_runs[run_id] = bool(runtime.ledger.summary(run_id).info.get("reindex"))
+    return _reindex_runs[run_id]
+
+
+def name_backfills(outcomes: list[Outcome], items: list[Item], before: dict[str, str]) -> list[Outcome]:
+    """An `updated` document whose content hash is the one stored before is `vectors_added`: only its vectors are new."""
+    if not before:
+        return outcomes
+    same = {item.path for item in items
+            if isinstance(item, DocumentItem) and before.get(item.path) == item.document.sha256}
+    return [(path, VECTORS_ADDED, reason) if outcome == "updated" and path in same else (path, outcome, reason)
+            for path, outcome, reason in outcomes]
+
+
 def prepare_writer(runtime: Runtime, run_id: str) -> None:
     """In the writer, before a run's first write: install the vector table and set the store's hook."""
     if run_id in runtime.prepared_runs:
