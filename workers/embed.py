@@ -278,7 +278,7 @@ def _reindexing(runtime: Runtime, run_id: str) -> bool:
 
 
 def name_backfills(outcomes: list[Outcome], items: list[Item], before: dict[str, str]) -> list[Outcome]:
-    """An `updated` document whose content hash is the one stored before is `vectors_added`: only its vectors are new."""
+    """An `updated` document whose content hash equals the stored one is `vectors_added` (only its vectors are new)."""
     if not before:
         return outcomes
     same = {item.path for item in items
