@@ -41,7 +41,7 @@ from pipeline.vectors import (
     serves,
     to_blob,
 )
-from workers import tally
+from workers import embed_pace, tally
 from workers.ledger.protocol import Ledger, Outcome
 from workers.payloads import DocumentItem, EmbedWork, Item
 from workers.queues import Actors
@@ -119,6 +119,7 @@ def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: Vect
     backlog = runtime.ledger.backlog
     if backlog.queue_embeds(run_id, key, [w.to_wire() for w in work], limit) is None:
         return None
+    embed_pace.routed(run_id, len(work))
     if expected:
         backlog.expect_vectors(run_id, expected)
         for dkey, item in waiting.items():
@@ -180,13 +181,29 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     vectors: list[tuple[str, int, bytes]] = []
     if todo:
         splits: list[int] = []
+        health = embed_pace.run_health(run_id)
+        observer: embed_pace.Observer | None = None
+
+        def on_split(size: int) -> None:
+            splits.append(size)
+            if observer is not None:
+                observer.split(size)
+
+        def on_request(inputs: int, seconds: float, ok: bool) -> None:
+            tally.embed_request(inputs, seconds, ok)
+            if observer is not None:
+                observer.request(inputs, seconds, ok)
+
         with tracer().start_as_current_span("embed batch", attributes={"knowledge.run_id": run_id,
                                                                        "knowledge.batch": index,
                                                                        "knowledge.inputs": len(todo)}) as span:
             results: list[list[float] | EmbeddingError]
             try:
-                results = list(client_for(runtime, plan).embed_halving([w.text for w in todo], splits.append,
-                                                                       tally.embed_request))
+                client = client_for(runtime, plan)
+                pace = embed_pace.pace_for(client.settings.concurrency, client.settings.timeout)
+                observer = embed_pace.Observer(health, pace)
+                with pace.slot():  # fewer requests in flight while the server's latency climbs
+                    results = list(client.embed_halving([w.text for w in todo], on_split, on_request))
             except VectorIdentityMismatch as exc:
                 results = [exc] * len(todo)
             span.set_attribute("knowledge.halvings", len(splits))
