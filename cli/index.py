@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -164,8 +165,6 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
 
 def refuse_missing_roots(paths: tuple[str, ...], targets: Targets) -> None:
     """UsageError (exit 2) naming every root given on the command line that does not exist, before any store is made."""
-    import os
-
     if not targets.explicit:
         return
     missing = [root for root in targets.roots if not os.path.lexists(root)]
