@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -24,8 +25,9 @@ if TYPE_CHECKING:  # workers/ and rich are imported only when a run starts or a 
 class ProgressView:
     """A progress bar on a terminal, plain lines at most every few seconds otherwise."""
 
-    def __init__(self, as_json: bool, interval: float = 2.0) -> None:
+    def __init__(self, as_json: bool, interval: float = 2.0, embed_timeout: float | None = None) -> None:
         self.interactive = sys.stdout.isatty() and not as_json
+        self.embed_timeout = embed_timeout  # set when the run embeds: the line shows the embedding too
         self.err = as_json
         self.interval = interval
         self._last = time.monotonic()
@@ -40,7 +42,16 @@ class ProgressView:
         now = time.monotonic()
         if now - self._last >= self.interval and summary.state == "running":
             self._last = now
-            click.echo(f"progress: {summary.accounted}/{summary.total} files", err=self.err)
+            click.echo(f"progress: {summary.accounted}/{summary.total} files{self.embedding(summary)}", err=self.err)
+
+    def embedding(self, summary: RunSummary) -> str:
+        """"; embedded 512/4000 sections; embeddings slow: ..." when this process embeds for the run, else ""."""
+        if self.embed_timeout is None:
+            return ""
+        from workers.embed_pace import known_health
+
+        health = known_health(summary.run_id)
+        return "" if health is None or not health.queued else f"; {health.line(self.embed_timeout)}"
 
     def _draw_bar(self, summary: RunSummary) -> None:
         if self._bar is None:
@@ -51,11 +62,13 @@ class ProgressView:
                 TimeElapsedColumn,
             )
 
-            bar = Progress("indexing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            bar = Progress("indexing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                           "{task.description}", transient=True)
             bar.start()
-            self._bar = bar, bar.add_task("files", total=max(summary.total, 1))
+            self._bar = bar, bar.add_task("", total=max(summary.total, 1))
         bar, task = self._bar
-        bar.update(task, completed=summary.accounted, total=max(summary.total, 1))
+        bar.update(task, completed=summary.accounted, total=max(summary.total, 1),
+                   description=self.embedding(summary).removeprefix("; "))
         if summary.state != "running":
             self.close()
 
@@ -68,7 +81,12 @@ class ProgressView:
 
 def print_summary(summary: RunSummary, as_json: bool) -> None:
     """The closing line of a run and every skipped or failed file with its reason."""
+    from workers.embed_pace import known_health
+
     data = summary.to_json()
+    health = known_health(summary.run_id)
+    if health is not None and health.requests:
+        data["embeddings"] = health.to_json()
     if as_json:
         echo_json(data)
         return
@@ -76,6 +94,12 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
         f"indexed: added={data['added']} updated={data['updated']} unchanged={data['unchanged']} "
         f"removed={data['removed']} failed={data['failed']}; store: {data['files']} files, {data['chunks']} chunks"
     )
+    if data.get("vectors_added"):
+        click.echo(f"vectors added: {data['vectors_added']} (unchanged files, read again for the vectors they lacked)")
+    if health is not None and health.requests:
+        retried = (f"; {health.timeouts} timeout(s), {health.retried} input(s) retried in smaller batches "
+                   f"({health.halvings} halving(s))" if health.halvings or health.timeouts else "")
+        click.echo(f"embeddings: {health.embedded} section(s) in {health.requests} request(s){retried}")
     for item in data["skipped"]:
         click.echo(f"  skipped: {name(item['path'])}: {name(item['reason'])}")
     for item in data["failures"]:
@@ -121,10 +145,11 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     configure_metrics("knowledge-cli")  # OTLP only, when configured (a short-lived process is not scraped)
     request = RunRequest(paths=paths, reindex=reindex)
     targets = request.targets(settings)
+    refuse_missing_roots(paths, targets)
     if dry_run:
         print_dry_run(settings, request, targets, as_json)
         return
-    view = ProgressView(as_json)
+    view = ProgressView(as_json, embed_timeout=settings.embeddings.timeout if settings.embeddings else None)
     with open_engine(settings, note) as engine:
         if detach:
             print_enqueued(engine.detach(request, targets), as_json)
@@ -136,6 +161,21 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     print_summary(summary, as_json)
     if summary.state != "complete" or summary.counts.get("failed", 0):
         sys.exit(EXIT_FAILURE)
+
+
+def refuse_missing_roots(paths: tuple[str, ...], targets: Targets) -> None:
+    """UsageError (exit 2) naming every root given on the command line that does not exist, before any store is made."""
+    if not targets.explicit:
+        return
+    missing = [root for root in targets.roots if not os.path.lexists(root)]
+    if not missing:
+        return
+    given = {os.path.normpath(os.path.abspath(p)): p for p in paths}
+    named = ", ".join(name(given.get(os.path.normpath(root), root)) for root in missing)
+    which = "" if len(missing) == len(targets.roots) and len(missing) == 1 else (
+        f" ({len(missing)} of the {len(targets.roots)} roots given)")
+    raise UsageError(f"cannot index {named}: no such file or directory{which}; nothing was indexed and no store "
+                     "was created or changed")
 
 
 def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_json: bool) -> None:

@@ -10,6 +10,7 @@ read over `GET /_requests`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -59,6 +60,7 @@ class Faults:
     error_in_body: bool = False  # 200 with an {"error": {...}} object
     slow: float = 0.0  # seconds to sleep before answering
     slow_per_input: float = 0.0  # and this many more per input (a CPU model behind a serialising server)
+    serialise: bool = False  # answer one request at a time (the slow part waits for the one before)
     hang_up: bool = False  # close the connection without answering
     model: str | None = None  # model name to answer with instead of the requested one
 
@@ -143,8 +145,16 @@ class _Handler(BaseHTTPRequestHandler):
                 state.faults.throttle -= 1
             elif state.faults.fail_next > 0:
                 state.faults.fail_next -= 1
-        if faults.slow or faults.slow_per_input:
-            state.stopping.wait(faults.slow + faults.slow_per_input * len(inputs))  # cut short by stop()
+        with state.lock:
+            state.in_flight += 1
+            state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+        try:
+            if faults.slow or faults.slow_per_input:
+                with state.serial if faults.serialise else contextlib.nullcontext():
+                    state.stopping.wait(faults.slow + faults.slow_per_input * len(inputs))  # cut short by stop()
+        finally:
+            with state.lock:
+                state.in_flight -= 1
         if faults.hang_up:
             self.close_connection = True
             return
@@ -211,6 +221,9 @@ class EmbedServer:
         self.host, self.port = host, port
         self.log: list[Recorded] = []
         self.lock = threading.Lock()
+        self.serial = threading.Lock()  # held through the slow part of a request when faults.serialise
+        self.in_flight = 0
+        self.peak_in_flight = 0  # the most requests answered at once since the start or reset()
         self.stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -241,6 +254,7 @@ class EmbedServer:
         with self.lock:
             self.faults = Faults()
             self.log.clear()
+            self.peak_in_flight = self.in_flight
 
     def start(self) -> EmbedServer:
         """Listen (again on the same port after stop()) and serve in a daemon thread."""

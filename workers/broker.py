@@ -79,10 +79,13 @@ def build_redis_broker(settings: Settings) -> RedisBroker:
     import redis
     from dramatiq.brokers.redis import RedisBroker
 
+    from workers.broker_memory import guard_dispatch
+
     client = redis.Redis.from_url(broker_url(settings), socket_connect_timeout=5, socket_timeout=30,
                                   health_check_interval=15)
     broker = RedisBroker(client=client, namespace=namespace(settings), heartbeat_timeout=HEARTBEAT_TIMEOUT_MS,
                          maintenance_chance=MAINTENANCE_CHANCE)
+    guard_dispatch(broker)  # a Redis at maxmemory: one clear line and dramatiq's retries (workers/broker_memory.py)
     add_knowledge_middleware(broker)
     return broker
 

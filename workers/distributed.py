@@ -118,12 +118,19 @@ class _Watch:
             self.notes(f"knowledge: no progress for {self.stall_after:.0f} s on run {self.run_id}: {reason}")
 
 
-def _note_missing(ledger: RedisLedger, run_id: str, notes: Notes) -> None:
-    """Say at once when the run cannot progress until a process starts."""
+def _note_missing(ledger: RedisLedger, run_id: str, notes: Notes, detach: bool,
+                  grace: float = NO_PROCESS_GRACE_S) -> None:
+    """Say at once (before the walk: presence is known from the ledger) when the run cannot progress
+    until a process starts, and how to start it."""
     missing = missing_processes(ledger.presence)
-    if missing:
-        notes(f"knowledge: note: no {' and no '.join(missing)} is running for this store; run {run_id} "
-              "waits in Redis until one starts (scripts/run-local.sh, or docker compose up)")
+    if not missing:
+        return
+    start = " and ".join(missing)
+    then = ("" if detach else f"; this command waits for them and stops following after {grace:.0f} s "
+            "without progress (the run stays queued)")
+    notes(f"knowledge: note: no {' and no '.join(missing)} is running for this store, so run {run_id} waits "
+          f"in Redis until one starts: start {'it' if len(missing) == 1 else 'them'} with {start} (same "
+          f"knowledge.yaml, another terminal or host), or scripts/run-local.sh, or docker compose up{then}")
 
 
 def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: _Watch, url: str,
@@ -174,6 +181,7 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
                 "(`knowledge runs` shows it) and run `knowledge index` again"
             )
         watch = _Watch(ledger, run_id, notes, grace=grace)
+        _note_missing(ledger, run_id, notes, detach, grace)
         try:
             with tracer().start_as_current_span(
                 "index run", attributes={"knowledge.run_id": run_id, "knowledge.mode": "distributed",
@@ -183,7 +191,6 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
                     first = plan_and_enqueue(settings, ledger, actors, request, targets, run_id)
                     walk_span.set_attribute("knowledge.files", first.total)
                     walk_span.set_attribute("knowledge.to_read", first.total - first.accounted)
-                _note_missing(ledger, run_id, notes)
                 if detach:
                     return Enqueued(run_id, first.total, first.total - first.accounted)
                 summary = _follow_with_grace(ledger, run_id, view, watch, url, timeout)

@@ -41,7 +41,7 @@ from pipeline.vectors import (
     serves,
     to_blob,
 )
-from workers import tally
+from workers import embed_pace, tally
 from workers.ledger import Ledger
 from workers.ledger.protocol import Outcome
 from workers.payloads import DocumentItem, EmbedWork, Item
@@ -120,6 +120,7 @@ def route(runtime: Runtime, run_id: str, key: str, items: list[Item], plan: Vect
     backlog = runtime.ledger.backlog
     if backlog.queue_embeds(run_id, key, [w.to_wire() for w in work], limit) is None:
         return None
+    embed_pace.routed(run_id, len(work))
     if expected:
         backlog.expect_vectors(run_id, expected)
         for dkey, item in waiting.items():
@@ -181,13 +182,29 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     vectors: list[tuple[str, int, bytes]] = []
     if todo:
         splits: list[int] = []
+        health = embed_pace.run_health(run_id)
+        observer: embed_pace.Observer | None = None
+
+        def on_split(size: int) -> None:
+            splits.append(size)
+            if observer is not None:
+                observer.split(size)
+
+        def on_request(inputs: int, seconds: float, ok: bool) -> None:
+            tally.embed_request(inputs, seconds, ok)
+            if observer is not None:
+                observer.request(inputs, seconds, ok)
+
         with tracer().start_as_current_span("embed batch", attributes={"knowledge.run_id": run_id,
                                                                        "knowledge.batch": index,
                                                                        "knowledge.inputs": len(todo)}) as span:
             results: list[list[float] | EmbeddingError]
             try:
-                results = list(client_for(runtime, plan).embed_halving([w.text for w in todo], splits.append,
-                                                                       tally.embed_request))
+                client = client_for(runtime, plan)
+                pace = embed_pace.pace_for(client.settings.concurrency, client.settings.timeout)
+                observer = embed_pace.Observer(health, pace)
+                with pace.slot():  # fewer requests in flight while the server's latency climbs
+                    results = list(client.embed_halving([w.text for w in todo], on_split, on_request))
             except VectorIdentityMismatch as exc:
                 results = [exc] * len(todo)
             span.set_attribute("knowledge.halvings", len(splits))
@@ -245,6 +262,47 @@ def attach_vectors(runtime: Runtime, run_id: str, key: str, items: list[Item]) -
             item = replace(item, document=replace(item.document, vectors=blobs))
         out.append(item)
     return out
+
+
+VECTORS_ADDED = "vectors_added"  # the outcome of a document rewritten only to give its sections vectors
+
+
+def stored_hashes(runtime: Runtime, run_id: str, items: list[Item]) -> dict[str, str]:
+    """In the writer, before a batch is applied: the stored content hash of each document waiting for
+    vectors in a run without --reindex; what name_backfills compares with."""
+    paths = [item.path for item in items if isinstance(item, DocumentItem) and item.embed]
+    if not paths or _reindexing(runtime, run_id):
+        return {}
+    conn = runtime.writer_store().conn
+    found: dict[str, str] = {}
+    for start in range(0, len(paths), 500):
+        part = paths[start:start + 500]
+        rows = conn.execute(f"SELECT path, sha256 FROM documents WHERE path IN ({','.join('?' * len(part))})", part)
+        found.update((path, sha) for path, sha in rows)
+    return found
+
+
+_reindex_runs: dict[str, bool] = {}
+
+
+def _reindexing(runtime: Runtime, run_id: str) -> bool:
+    """Whether the run was asked with --reindex (from its run info, read once per run and process)."""
+    if run_id not in _reindex_runs:
+        with _lock:
+            if len(_reindex_runs) > 64:
+                _reindex_runs.clear()
+            _reindex_runs[run_id] = bool(runtime.ledger.summary(run_id).info.get("reindex"))
+    return _reindex_runs[run_id]
+
+
+def name_backfills(outcomes: list[Outcome], items: list[Item], before: dict[str, str]) -> list[Outcome]:
+    """An `updated` document whose content hash equals the stored one is `vectors_added` (only its vectors are new)."""
+    if not before:
+        return outcomes
+    same = {item.path for item in items
+            if isinstance(item, DocumentItem) and before.get(item.path) == item.document.sha256}
+    return [(path, VECTORS_ADDED, reason) if outcome == "updated" and path in same else (path, outcome, reason)
+            for path, outcome, reason in outcomes]
 
 
 def prepare_writer(runtime: Runtime, run_id: str) -> None:

@@ -24,12 +24,12 @@ def count_walk(total: int, skipped: Iterable[str]) -> None:
 
 
 def count_outcomes(outcomes: Iterable[Outcome], stage: str) -> None:
-    """Outcomes as recorded in the ledger: indexed (added, updated), unchanged, skipped, failed."""
+    """Outcomes as recorded in the ledger: indexed (added, updated, vectors_added), unchanged, skipped, failed."""
     meters = instruments()
     tally = Counter((outcome, reason_class(reason) if outcome in ("skipped", "failed") else "")
                     for _, outcome, reason in outcomes)
     for (outcome, reason), n in tally.items():
-        if outcome in ("added", "updated"):
+        if outcome in ("added", "updated", "vectors_added"):
             meters.files_indexed.add(n, {OUTCOME: outcome})
         elif outcome == "unchanged":
             meters.files_unchanged.add(n, {STAGE: stage})

@@ -82,8 +82,9 @@ def apply_batch(runtime: Runtime, run_id: str, key: str) -> None:
     if staged is not None:
         embed.prepare_writer(runtime, run_id)
         items = embed.attach_vectors(runtime, run_id, key, payloads.from_wire(staged))
+        before = embed.stored_hashes(runtime, run_id, items)
         try:
-            outcomes = apply_items(runtime, items)
+            outcomes = embed.name_backfills(apply_items(runtime, items), items, before)
         except StoreFull as exc:
             _STOPPED.add(run_id)
             runtime.ledger.unstage(run_id, key)

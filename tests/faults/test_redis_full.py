@@ -64,3 +64,32 @@ def test_redis_at_maxmemory_is_named_as_such_and_the_run_lock_is_freed(tmp_path:
         invariants(made, docs / "docs").assert_recovered(check_first=False)
     finally:
         made.stop()
+
+
+def test_a_worker_meeting_a_full_redis_logs_one_line_naming_maxmemory_and_recovers(tmp_path: Path) -> None:
+    server = PrivateRedis(redis_binary(), tmp_path, "--maxmemory-policy", "noeviction")
+    server.start()
+    docs = tmp_path / "tree" / "docs"
+    write_tree(docs, {f"n{i}.md": f"# Note {i}\n\nnote {i} about things\n" for i in range(20)})
+    made = Cluster(tmp_path / "store", server.url)
+    client = redis.Redis.from_url(server.url)
+    try:
+        made.start(workers=1, threads=2)
+        client.config_set("maxmemory", str(int(client.info("memory")["used_memory"]) - 1024))  # full from now on
+        time.sleep(4)  # the idle consumers poll (fetch: a write) about 10 times a second
+        client.config_set("maxmemory", "0")
+        time.sleep(1.5)
+        log = (made.run_dir / "worker.log").read_text(errors="replace")
+        assert "found a bug in Dramatiq" not in log and "unexpected error" not in log, log[-3000:]
+        full = [line for line in log.splitlines() if '"redis full"' in line]
+        assert 1 <= len(full) <= 2, log[-3000:]  # one per worker process and episode (the supervisor's child)
+        record = json.loads(full[0])
+        assert "maxmemory" in record["detail"] and record["policy"] == "noeviction", record
+        assert "Traceback" not in log, log[-3000:]
+        run = made.knowledge("index", str(docs), "--json", timeout=90)  # memory back: the same worker serves
+        assert run.returncode == 0, run.stderr + made.logs()
+        assert json.loads(run.stdout)["added"] == 20
+    finally:
+        client.close()
+        made.stop()
+        server.kill()

@@ -227,7 +227,7 @@ def test_turning_embeddings_on_backfills_an_unchanged_lexical_index(workdir: Pat
     small_files(workdir, 6)
     index(make_settings(paths=["docs"]))
     summary = index(vector_settings())
-    assert summary.counts["updated"] == 6 and summary.counts["failed"] == 0
+    assert summary.counts["vectors_added"] == 6 and summary.counts["updated"] == 0 and summary.counts["failed"] == 0
     assert_every_chunk_has_its_own_vector(vector_settings())
 
 

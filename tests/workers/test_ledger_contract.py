@@ -20,7 +20,8 @@ def test_the_first_outcome_of_a_path_wins_and_counts_once(ledger) -> None:
     ledger.record("r1", [("docs/a.md", "added", None), ("docs/b.md", "failed", "boom")])
     ledger.record("r1", [("docs/a.md", "updated", None), ("docs/b.md", "added", None), ("docs/a.md", "added", None)])
     summary = ledger.summary("r1")
-    assert summary.counts == {"added": 1, "updated": 0, "unchanged": 0, "skipped": 0, "failed": 1}
+    assert summary.counts == {"added": 1, "updated": 0, "unchanged": 0, "skipped": 0, "failed": 1,
+                              "vectors_added": 0}
     assert summary.failures == [{"path": "docs/b.md", "reason": "boom"}]
     assert summary.accounted == 2 and not summary.done
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-OUTCOME_NAMES = ("added", "updated", "unchanged", "skipped", "failed")
+# vectors_added: a document read again only to embed its sections (its content unchanged)
+OUTCOME_NAMES = ("added", "updated", "unchanged", "skipped", "failed", "vectors_added")
 # A run lock expires this long after its last refresh (the CLI and every processed message refresh it).
 LOCK_TTL_MS = 120_000
 # A process that has not announced itself for this long is not counted as alive.
@@ -65,6 +66,7 @@ class RunSummary:
             "added": self.counts.get("added", 0),
             "updated": self.counts.get("updated", 0),
             "unchanged": self.counts.get("unchanged", 0),
+            "vectors_added": self.counts.get("vectors_added", 0),
             "removed": self.removed,
             "failed": self.counts.get("failed", 0),
             "files": self.files,
