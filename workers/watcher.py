@@ -43,6 +43,7 @@ POLL_DELAY_MS = 300  # between polls, only where inotify is not available (WATCH
 BUSY_RETRY_S = 2.0  # another run holds the store's run lock: try the batch again after this long
 RETRY_FIRST_S = 1.0  # a failed run's paths are tried again after this long, doubling on each failure
 RETRY_MAX_S = 60.0  # ... up to this long between tries
+DELETED_CHANGE = 3  # watchfiles' Change.deleted
 UNDECODABLE = "Unable to decode path "  # watchfiles' error for a file name that is not UTF-8 (sticky)
 NOT_UTF8 = "file name is not UTF-8 (rename it to index it)"
 
@@ -196,12 +197,14 @@ class Watcher:
                     continue
                 if isinstance(raw, str) and raw != "timeout":  # "stop", or "signal" (a handler raised)
                     break
+                deleted: set[str] = set()
                 if not isinstance(raw, str):
                     self.pending.add(path for _, path in raw if self.scope.relevant(path))
+                    deleted = {os.path.normpath(p) for change, p in raw if change == DELETED_CHANGE} & set(armed)
                 new_state = self._recheck(state)
                 if new_state != state:
                     return new_state
-                if self._replaced(armed):
+                if self._replaced(armed, deleted):
                     return new_state
                 self._flush()
         except (WatchfilesRustInternalError, OSError) as exc:
@@ -220,10 +223,13 @@ class Watcher:
         due = int((self.retry_at - time.monotonic()) * 1000) + 1
         return max(self.step_ms, min(self.check_ms, due))
 
-    def _replaced(self, armed: dict[str, tuple[int, int] | None]) -> bool:
+    def _replaced(self, armed: dict[str, tuple[int, int] | None], deleted: set[str]) -> bool:
         """True (and a full run asked for) when a watched root is now another directory (mv, rm -rf and mkdir):
-        its watches are on the old one, so they are re-armed on the new one."""
-        replaced = [r for r, old in armed.items() if (new := root_id(r)) is not None and new != old]
+        its watches are on the old one, so they are re-armed on the new one. A new inode says so, and so
+        does a delete event on the root itself while it exists again (a re-created directory may reuse
+        the inode number)."""
+        replaced = [r for r, old in armed.items()
+                    if (new := root_id(r)) is not None and (new != old or r in deleted)]
         for root in replaced:
             self.report("root-replaced", {"root": root})
             self.pending.need_full(f"root replaced: {root}")
