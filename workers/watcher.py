@@ -8,6 +8,9 @@ coalesces into few runs; decide() turns a batch into one run: the changed files 
 explicit roots (a file named alone never prunes) plus the stat-confirmed deletes (RunRequest.gone,
 removed by the writer), or a full incremental run when the batch is large, a root itself changed,
 a root became readable or unreadable, or the watcher lost events (its error, or an overflow).
+A root replaced under its name (a new inode, or a delete event on it) is re-armed with a full run; a
+failed run keeps its paths pending and is tried again with backoff (backlog(): the gauge
+knowledge.watch.backlog); a name that is not UTF-8 is skipped once and re-walks only its directory.
 
 A run is applied by an Apply callable: EngineApply hands it to the engine (workers/engine.py) held
 for the watcher's life, which runs it in this process (holding the write lock) or enqueues it for
