@@ -182,7 +182,7 @@ class Watcher:
         armed = {r: root_id(r) for r in watchable}
         notify: RustNotify | None = None
         try:
-            notify = RustNotify(watchable, False, polling, POLL_DELAY_MS, True, True)
+            notify = RustNotify(watchable, False, polling, POLL_DELAY_MS, True, True).__enter__()
             self.report("watching", {"roots": watchable, "debounce_ms": self.debounce_ms})
             self._flush()  # what a re-arm asked for, now that the watches are in place
             while not self.stop.is_set():
@@ -192,8 +192,8 @@ class Watcher:
                     directory = undecodable_dir(str(exc))
                     if directory is None or self.scope.root_of(directory) is None:
                         raise
-                    fresh = RustNotify(watchable, False, polling, POLL_DELAY_MS, True, True)
-                    notify.close()
+                    fresh = RustNotify(watchable, False, polling, POLL_DELAY_MS, True, True).__enter__()
+                    notify.__exit__(None, None, None)  # after the new one is armed: no gap
                     notify = fresh
                     self._skip_undecodable(str(exc), directory)
                     self._flush()
@@ -216,7 +216,7 @@ class Watcher:
             self.stop.wait(min(self.check_ms / 1000, 1.0))
         finally:
             if notify is not None:
-                notify.close()
+                notify.__exit__(None, None, None)
         return roots_state(self.scope.roots)
 
     def _timeout_ms(self) -> int:

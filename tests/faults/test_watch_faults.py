@@ -10,7 +10,6 @@ import queue
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
