@@ -42,7 +42,8 @@ class Lines:
         """The log level of an event: error for a failed watcher or run, warning for what waits or was skipped."""
         if event == "watcher-error" or (event == "run" and "error" in fields):
             return "error"
-        if event in ("root-unreadable", "busy") or (event == "run" and fields.get("failed")):
+        if event in ("root-unreadable", "busy", "root-replaced", "skipped") or \
+                (event == "run" and (fields.get("failed") or "pending" in fields)):
             return "warning"
         return "info"
 
@@ -57,11 +58,17 @@ class Lines:
             what = (f"full run ({fields['full']})" if "full" in fields
                     else f"{fields.get('changed', 0)} changed, {fields.get('gone', 0)} deleted path(s)")
             if "error" in fields and "state" not in fields:
-                return f"{what}: failed: {fields['error']}"
+                kept = (f"; {fields['pending']} path(s) kept, retrying in {fields['retry_s']} s"
+                        if "pending" in fields else "")
+                return f"{what}: failed: {fields['error']}{kept}"
             return (f"{what}: added={fields.get('added')} updated={fields.get('updated')} "
                     f"removed={fields.get('removed')} failed={fields.get('failed')} in {fields.get('seconds')} s")
         if event == "root-unreadable":
             return f"cannot watch {fields['root']}: missing or unreadable; looking again every {fields['retry_s']} s"
+        if event == "root-replaced":
+            return f"{fields['root']} was replaced (moved or re-created); watching the new one with a full run"
+        if event == "skipped":
+            return f"skipped: {fields['path']}: {fields['reason']}"
         if event == "busy":
             return f"another run holds the store; trying again in {fields['retry_s']} s"
         if event == "watcher-error":
@@ -75,6 +82,7 @@ class Lines:
 @pass_context
 def watch_command(obj: Context) -> None:
     """Watch knowledge.paths and index each change as it happens (in-process, or through the broker)."""
+    from config.instruments import observe_watch_backlog
     from config.observability import configure_logging, configure_metrics, configure_tracing
     from workers.engine import open_engine
     from workers.watcher import EngineApply, Watcher, watch_lock
@@ -93,6 +101,8 @@ def watch_command(obj: Context) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopping)
     with watch_lock(settings), open_engine(settings, lambda text: lines("note", {"text": text}), IDLE_MS) as engine:
-        engine.start()  # in-process: the writer lock from the start, as a second `knowledge index` would be refused
-        runs = Watcher(settings, EngineApply(engine), lines, stop).run()
+        engine.start("watch")  # in-process: the writer lock from the start, naming the watcher to whoever is refused
+        watcher = Watcher(settings, EngineApply(engine), lines, stop)
+        observe_watch_backlog(watcher.backlog)  # read at each export or scrape
+        runs = watcher.run()
     lines("stopped", {"runs": runs})

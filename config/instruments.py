@@ -198,3 +198,17 @@ def observe_queues(sample: QueueSample) -> None:
                                   description="Messages waiting in a queue (its delay queue included).")
     meter.create_observable_gauge("knowledge.queue.message.age", [age], unit="s",
                                   description="Age of the oldest message waiting in a queue (0 when empty).")
+
+
+def observe_watch_backlog(sample: Callable[[], int]) -> None:
+    """Register the gauge of paths `knowledge watch` keeps pending (a failed run's, until one succeeds)."""
+    from opentelemetry import metrics
+
+    def backlog(options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        return [Observation(sample())]
+
+    metrics.get_meter(METER_NAME).create_observable_gauge(
+        "knowledge.watch.backlog", [backlog], unit="{path}",
+        description="Changed paths the watcher has not applied yet (kept across failed runs, retried with backoff).")

@@ -60,8 +60,9 @@ class Engine(Protocol):
 
     def __exit__(self, *exc: object) -> None: ...
 
-    def start(self) -> None:
-        """Be ready for index runs now: a refusal (the store held, a dead embeddings server) comes here."""
+    def start(self, holder: str = "index") -> None:
+        """Be ready for index runs now: a refusal (the store held, a dead embeddings server) comes here
+        (holder: the command named in the lock to whoever is refused, "index" or "watch")."""
         ...
 
     def run(self, request: RunRequest, progress: Progress | None = None, targets: Targets | None = None,
@@ -198,7 +199,7 @@ class InProcessEngine(StoreChanges):
         try:
             self.held.acquire(f"knowledge {op} (in-process)")
         except StoreBusy as exc:
-            if op == "index":
+            if op in ("index", "watch"):
                 raise
             raise busy(exc, op) from None
 
@@ -206,11 +207,12 @@ class InProcessEngine(StoreChanges):
         self._hold(op)
         return self.held.apply(op, args)
 
-    def start(self) -> None:
-        """Take the lock, probe the embeddings server, open the store and start the actors (once)."""
+    def start(self, holder: str = "index") -> None:
+        """Take the lock (naming `knowledge <holder>`), probe the embeddings server, open the store and
+        start the actors (once)."""
         if self.runtime is not None:
             return
-        self._hold("index")
+        self._hold(holder)
         emb = self.settings.embeddings
         if emb is not None:  # before the store is opened (or created): a dead server writes nothing
             self.probe = vectors.probe_server(emb)
@@ -285,7 +287,7 @@ class DistributedEngine(StoreChanges):
     def __enter__(self) -> Self:
         return self
 
-    def start(self) -> None:
+    def start(self, holder: str = "index") -> None:
         """Nothing to ready: each run takes the run lock in Redis as it starts."""
 
     def run(self, request: RunRequest, progress: Progress | None = None, targets: Targets | None = None,

@@ -122,6 +122,18 @@ def test_a_watcher_never_races_a_running_embedded_index_for_the_writer_lock(
     assert first.stop() == 0
 
 
+def test_an_index_refused_while_watching_names_the_watcher_and_its_pid(
+        tree: tuple[Path, dict[str, str], list[Watching]]) -> None:
+    base, env, started = tree
+    watching = start_watching(base, env, started)
+    index = subprocess.run([*knowledge_bin(), "index"], cwd=base, env=env, capture_output=True, text=True,
+                           timeout=WAIT_S)
+    assert index.returncode == EXIT_BUSY, index.stderr
+    assert f"(knowledge watch (in-process) pid={watching.proc.pid})" in index.stderr, index.stderr
+    assert "knowledge index" not in index.stderr, index.stderr
+    assert watching.stop() == 0
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A store served by one worker and the writer on the tests' Redis; stopped and its keys deleted after."""
@@ -179,6 +191,8 @@ def test_the_log_level_of_each_watcher_event() -> None:
     assert Lines.level("busy", {"retry_s": 2}) == "warning"
     assert Lines.level("run", {"changed": 1, "state": "complete", "failed": 0}) == "info"
     assert Lines.level("watching", {"roots": ["docs"]}) == "info"
+    assert Lines.level("root-replaced", {"root": "docs"}) == "warning"
+    assert Lines.level("skipped", {"path": "docs/caf\\xE9.md", "reason": "file name is not UTF-8"}) == "warning"
 
 
 def test_terminal_lines_say_what_each_run_did() -> None:
@@ -190,3 +204,8 @@ def test_terminal_lines_say_what_each_run_did() -> None:
     assert line == "2 changed, 1 deleted path(s): added=0 updated=2 removed=1 failed=0 in 0.02 s"
     assert Lines.human("run", {"full": "start", "error": "store damaged", "seconds": 0.1}) == \
         "full run (start): failed: store damaged"
+    assert Lines.human("run", {"changed": 1, "gone": 0, "error": "embeddings server down", "seconds": 0.1,
+                               "pending": 1, "retry_s": 4.0}) == \
+        "1 changed, 0 deleted path(s): failed: embeddings server down; 1 path(s) kept, retrying in 4.0 s"
+    assert Lines.human("root-replaced", {"root": "/srv/docs"}) == \
+        "/srv/docs was replaced (moved or re-created); watching the new one with a full run"

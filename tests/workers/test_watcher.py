@@ -225,3 +225,11 @@ def test_a_batch_refused_by_a_busy_store_is_applied_later(
             running.stop.set()
             thread.join(timeout=WAIT_S)
     assert not thread.is_alive()
+
+
+def test_the_directory_of_a_name_watchfiles_cannot_decode_is_its_printable_prefix() -> None:
+    from workers.watcher import undecodable_dir
+
+    assert undecodable_dir('Unable to decode path "/srv/docs/sub/caf\\xE9.md" to string') == "/srv/docs/sub"
+    assert undecodable_dir('Unable to decode path "/srv/docs/caf\\xE9/deep/a.md" to string') == "/srv/docs"
+    assert undecodable_dir("error in underlying watcher: event queue overflow") is None
