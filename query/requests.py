@@ -107,7 +107,8 @@ def _kind(annotation: Any) -> str:
 
 
 def from_query(cls: type[R], query: QueryParams) -> R:
-    """A request from a /v1 query string; QueryError naming the parameter for a missing or malformed one."""
+    """A request from a /v1 query string; QueryError naming the parameter for a missing or malformed one, or a
+    number below its declared minimum."""
     values: dict[str, Any] = {}
     for spec in params(cls):
         kind = _kind(spec.annotation)
@@ -125,9 +126,12 @@ def from_query(cls: type[R], query: QueryParams) -> R:
             if raw == "":
                 continue
             try:
-                values[spec.name] = int(raw)
+                number = int(raw)
             except ValueError as exc:
                 raise QueryError(f"{spec.alias} must be a whole number, got {raw!r}") from exc
+            if spec.minimum is not None and number < spec.minimum:
+                raise QueryError(f"{spec.alias} must be at least {spec.minimum}, got {number}")
+            values[spec.name] = number
         else:
             values[spec.name] = str(raw)
     return cls(**values)
