@@ -7,6 +7,7 @@ an error; borrowed_reader() lends a query the caller's Reader or opens (and clos
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,11 +49,32 @@ class Hit:
     @property
     def short_ref(self) -> str:
         """A stable 6-character handle of the raw token: base32 of its SHA-256, lower-cased."""
-        import base64
-        import hashlib  # OpenSSL only for the answers that carry the handle (JSON), not a plain listing
+        return short_ref(self.index_ref)
 
-        digest = hashlib.sha256(self.index_ref.encode("utf-8", "surrogateescape")).digest()
-        return base64.b32encode(digest).decode()[:6].lower()
+
+def short_ref(token: str) -> str:
+    """The 6-character handle of a raw `<path>#<ordinal>` token: base32 of its SHA-256, lower-cased."""
+    import base64
+    import hashlib  # OpenSSL only for the answers that carry the handle (JSON), not a plain listing
+
+    digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+    return base64.b32encode(digest).decode()[:6].lower()
+
+
+SHORT_REF = re.compile(r"[a-z2-7]{6}")  # the shape of Hit.short_ref (base32's alphabet, lower-cased)
+MAX_AMBIGUOUS = 10  # candidates an ambiguous short ref's refusal names
+
+
+def is_short_ref(token: str) -> bool:
+    """Whether a token is shaped like a hit's 6-character ref (either case)."""
+    return SHORT_REF.fullmatch(token.strip().lower()) is not None
+
+
+def ambiguous_note(token: str, candidates: list[str]) -> str:
+    """The refusal of a short ref that several sections share, naming them."""
+    named = ", ".join(candidates[:MAX_AMBIGUOUS]) + (", ..." if len(candidates) > MAX_AMBIGUOUS else "")
+    return (f"{token.strip()!r} is ambiguous: it is the short ref of {len(candidates)} sections ({named}); "
+            "pass the citation token `<path>#<ordinal>` of the one you mean")
 
 
 MAX_ORDINAL = 2**63 - 1  # SQLite's integers stop here: a larger ordinal names no section
@@ -140,6 +162,25 @@ class Reader:
         scores = scores or {}
         by_id = {r[0]: Hit(r[0], r[1], r[2], r[3], r[4], scores.get(r[0])) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
+
+    def short_refs(self, token: str) -> list[str]:
+        """The citation tokens `<path>#<ordinal>` whose 6-character ref is token, sorted (none when it is not
+        shaped like one). Every section's token is hashed: one pass over the chunks' keys."""
+        wanted = token.strip().lower()
+        if SHORT_REF.fullmatch(wanted) is None:
+            return []
+        import base64
+        import hashlib
+
+        sha, b32, upper = hashlib.sha256, base64.b32encode, wanted.upper().encode()
+        found: list[str] = []
+        with db.translating_damage(self.settings.db_path):
+            rows = self.conn.execute(
+                "SELECT d.path || '#' || c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id")
+            for (ref,) in rows:  # 5 bytes of the digest are its first 8 base32 characters
+                if b32(sha(ref.encode("utf-8", "surrogateescape")).digest()[:5])[:6] == upper:
+                    found.append(ref)
+        return sorted(found)
 
     def documents_of(self, ids: list[int]) -> dict[int, int]:
         """{chunk id: its document id} of the chunks that exist, in one query."""

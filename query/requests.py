@@ -205,7 +205,8 @@ class ReadRequest:
     """knowledge_read, `knowledge show --before/--after/--section` and /v1/read."""
 
     citation: str = field(metadata=doc(
-        "The `index_ref` of a result to read around: `<path>#<ordinal>`.", example="<path>#<ordinal>"))
+        "The `index_ref` of a result to read around (`<path>#<ordinal>`), or its 6-character `ref`.",
+        example="<path>#<ordinal>"))
     before: int = field(default=0, metadata=doc(
         f"Sections to add before the cited one, nearest first (0 to {MAX_AROUND}).", minimum=0, maximum=MAX_AROUND))
     after: int = field(default=0, metadata=doc(
@@ -219,7 +220,7 @@ class ReadRequest:
 class ShowRequest:
     """`knowledge show` and the page's /show/: a cited section, or every section of a document path."""
 
-    ref: str = field(metadata=doc("A citation token `<path>#<ordinal>` or a document path."))
+    ref: str = field(metadata=doc("A citation token `<path>#<ordinal>`, a document path or a hit's 6-character ref."))
     neighbours: bool = field(default=False, metadata=doc("Also name the sections just before and after a cited one."))
 
 
