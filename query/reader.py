@@ -94,6 +94,8 @@ class Reader:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.conn: Connection = db.connect_readonly(settings.db_path, schema.READER_TEMP_DDL)
+        self._intact_at: int | None = None  # the store version require_intact last found intact
+        self._documents: tuple[int, int] | None = None  # (store version, document count)
         try:
             with db.translating_damage(settings.db_path):
                 schema.check(self.conn, settings.db_path)
@@ -139,15 +141,25 @@ class Reader:
         """Raise StoreDamaged when an FTS index lost rows.
 
         Called when an answer comes back empty, so an emptied index is never mistaken for "no
-        document holds these words".
+        document holds these words". The check counts every row of chunks and of two FTS tables;
+        a store found intact is not counted again until its version (`PRAGMA data_version`, moved
+        by every commit of another connection) moves, so a kept Reader (`knowledge serve`) pays
+        for it once per store version, not once per empty answer.
         """
+        version = self.version()
+        if self._intact_at == version:
+            return
         gaps = schema.fts_row_gaps(self.conn)
         if gaps:
             raise db.damaged(self.settings.db_path, "; ".join(gaps))
+        self._intact_at = version
 
     def document_count(self) -> int:
-        """Documents in the index."""
-        return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+        """Documents in the index (counted once per store version, as require_intact checks)."""
+        version = self.version()
+        if self._documents is None or self._documents[0] != version:
+            self._documents = version, int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+        return self._documents[1]
 
     def hydrate(self, ids: list[int], scores: Mapping[int, float] | None = None) -> list[Hit]:
         """Hits for chunk ids in the given order (with their scores), in one query; vanished ids are skipped."""
