@@ -114,6 +114,28 @@ class Reader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every statement inside sees the store as it was when the block began, so
+        ids read by one statement are still there for the next, whatever the writer commits meanwhile.
+
+        Nested use joins the outer snapshot.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            self.conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # the snapshot starts here
+            yield
+        finally:
+            self._end_snapshot()
+
+    def _end_snapshot(self) -> None:
+        """End the read transaction, if a failed statement has not already ended it (nothing is written)."""
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
     def version(self) -> int:
         """The store's version as this connection sees it: `PRAGMA data_version`, moved by every other commit."""
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
