@@ -126,7 +126,7 @@ class Reader:
             return
         self.conn.execute("BEGIN")
         try:
-            self.conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # the snapshot starts here
+            self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchall()  # the snapshot starts here
             yield
         finally:
             self._end_snapshot()
