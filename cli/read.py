@@ -94,7 +94,8 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the hit shape of search --json).")
 @pass_context
 def show_command(obj: Context, words: tuple[str, ...], before: int, after: int, expand: bool, as_json: bool) -> None:
-    """Print the section a citation token (`<path>#<ordinal>`) names, or every section of a document PATH.
+    """Print the section a citation token (`<path>#<ordinal>`) or a hit's 6-character ref names, or every
+    section of a document PATH.
 
     With --before, --after or --section, read around the cited section within the text budget.
     """
@@ -106,6 +107,8 @@ def show_command(obj: Context, words: tuple[str, ...], before: int, after: int, 
     answer = QueryService(settings).show(ShowRequest(citation))
     if answer.status == Status.INDEX_NOT_BUILT:
         raise IndexNotBuilt(answer.note or "no index")
+    if answer.status == Status.QUERY_ERROR:
+        raise QueryError(answer.note or f"{citation} names several sections")
     if answer.status != Status.OK:
         raise KnowledgeError(answer.note or f"no section or document {citation}")
     if as_json:

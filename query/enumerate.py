@@ -147,9 +147,12 @@ def enumerate_documents(
             if reader is None:
                 result = EnumerateResult(Status.INDEX_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
             else:
-                result = _enumerate(reader, text, parsed, limit, sort, min_matches, filters)
-                if result.status == Status.OK and not result.matched:
-                    reader.require_intact()
+                generation = Generation(reader.settings.db_path)  # read before the snapshot, confirmed after
+                with reader.snapshot():  # the cached sets and the documents from one snapshot
+                    generation.confirm()
+                    result = _enumerate(reader, text, parsed, limit, sort, min_matches, filters, generation)
+                    if result.status == Status.OK and not result.matched:
+                        reader.require_intact()
         span.set_attribute("knowledge.status", result.status)
         span.set_attribute("knowledge.terms", len(parsed.terms))
         span.set_attribute("knowledge.matched", result.matched)
@@ -158,7 +161,7 @@ def enumerate_documents(
 
 
 def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None, sort: str,
-               min_matches: int, filters: Filter | None = None) -> EnumerateResult:
+               min_matches: int, filters: Filter | None, generation: Generation) -> EnumerateResult:
     indexed = reader.document_count()
     if indexed == 0:
         return EnumerateResult(Status.CORPUS_EMPTY, NOTE_CORPUS_EMPTY, text, dropped=parsed.dropped)
@@ -169,7 +172,6 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
             note += "; dropped terms under two characters: " + ", ".join(parsed.dropped)
         return EnumerateResult(Status.QUERY_EMPTY, note, text, dropped=parsed.dropped, indexed_documents=indexed)
     conn = reader.conn
-    generation = Generation(reader.settings.db_path)
     columns = {term: _documents(conn, term, generation) for term in parsed.terms}
     sets = {term: found.positions() for term, found in columns.items()}
     reports = [report(conn, term, len(sets[term]), generation) for term in parsed.terms]

@@ -14,8 +14,11 @@ one *generation* of the store:
 
 A value is stored only when the generation read before computing it equals the one read after,
 so it never holds a mix of two generations, and it is served only while the generation is that
-same one. The cache is bounded (MAX_STORES files; MAX_ENTRIES values and MAX_HELD of their sizes a
-file, least recently used first out) and thread-safe.
+same one. A query that reads the store in several statements takes them in one read transaction
+(Reader.snapshot) and confirms the generation once it has begun (Generation.confirm), so the
+values it is served belong to the very snapshot its own statements read. The cache is bounded
+(MAX_STORES files; MAX_ENTRIES values and MAX_HELD of their sizes a file, least recently used first
+out) and thread-safe.
 """
 
 from __future__ import annotations
@@ -115,6 +118,22 @@ class Generation:
         self._store = polled[0] if polled else None
         self._version = polled[1] if polled else -1
         self._new: dict[Hashable, tuple[Any, int]] = {}
+
+    def confirm(self) -> None:
+        """Use and keep values only if the store is still at the generation read when this one was made.
+
+        Called once the query's read transaction (Reader.snapshot) has begun: the generation was read
+        before the snapshot and is read again after it, so when the two agree the snapshot is that
+        generation, and values kept for it (computed by other readers) agree with what this reader's
+        own statements see. When a commit came between, nothing is served from or kept in the cache.
+        """
+        store = self._store
+        if store is None:
+            return
+        with _lock:
+            polled = _poll(self.path)
+        if polled is None or polled[0] is not store or polled[1] != self._version:
+            self._store = None
 
     def get(self, key: Hashable, compute: Callable[[], T], size: Callable[[T], int] = lambda _: 1) -> T:
         """The value of key in this generation: kept from an earlier query, or computed now.

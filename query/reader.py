@@ -7,6 +7,7 @@ an error; borrowed_reader() lends a query the caller's Reader or opens (and clos
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,11 +49,32 @@ class Hit:
     @property
     def short_ref(self) -> str:
         """A stable 6-character handle of the raw token: base32 of its SHA-256, lower-cased."""
-        import base64
-        import hashlib  # OpenSSL only for the answers that carry the handle (JSON), not a plain listing
+        return short_ref(self.index_ref)
 
-        digest = hashlib.sha256(self.index_ref.encode("utf-8", "surrogateescape")).digest()
-        return base64.b32encode(digest).decode()[:6].lower()
+
+def short_ref(token: str) -> str:
+    """The 6-character handle of a raw `<path>#<ordinal>` token: base32 of its SHA-256, lower-cased."""
+    import base64
+    import hashlib  # OpenSSL only for the answers that carry the handle (JSON), not a plain listing
+
+    digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+    return base64.b32encode(digest).decode()[:6].lower()
+
+
+SHORT_REF = re.compile(r"[a-z2-7]{6}")  # the shape of Hit.short_ref (base32's alphabet, lower-cased)
+MAX_AMBIGUOUS = 10  # candidates an ambiguous short ref's refusal names
+
+
+def is_short_ref(token: str) -> bool:
+    """Whether a token is shaped like a hit's 6-character ref (either case)."""
+    return SHORT_REF.fullmatch(token.strip().lower()) is not None
+
+
+def ambiguous_note(token: str, candidates: list[str]) -> str:
+    """The refusal of a short ref that several sections share, naming them."""
+    named = ", ".join(candidates[:MAX_AMBIGUOUS]) + (", ..." if len(candidates) > MAX_AMBIGUOUS else "")
+    return (f"{token.strip()!r} is ambiguous: it is the short ref of {len(candidates)} sections ({named}); "
+            "pass the citation token `<path>#<ordinal>` of the one you mean")
 
 
 MAX_ORDINAL = 2**63 - 1  # SQLite's integers stop here: a larger ordinal names no section
@@ -72,6 +94,8 @@ class Reader:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.conn: Connection = db.connect_readonly(settings.db_path, schema.READER_TEMP_DDL)
+        self._intact_at: int | None = None  # the store version require_intact last found intact
+        self._documents: tuple[int, int] | None = None  # (store version, document count)
         try:
             with db.translating_damage(settings.db_path):
                 schema.check(self.conn, settings.db_path)
@@ -89,6 +113,28 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every statement inside sees the store as it was when the block began, so
+        ids read by one statement are still there for the next, whatever the writer commits meanwhile.
+
+        Nested use joins the outer snapshot.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchall()  # the snapshot starts here
+            yield
+        finally:
+            self._end_snapshot()
+
+    def _end_snapshot(self) -> None:
+        """End the read transaction, if a failed statement has not already ended it (nothing is written)."""
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
 
     def version(self) -> int:
         """The store's version as this connection sees it: `PRAGMA data_version`, moved by every other commit."""
@@ -117,15 +163,25 @@ class Reader:
         """Raise StoreDamaged when an FTS index lost rows.
 
         Called when an answer comes back empty, so an emptied index is never mistaken for "no
-        document holds these words".
+        document holds these words". The check counts every row of chunks and of two FTS tables;
+        a store found intact is not counted again until its version (`PRAGMA data_version`, moved
+        by every commit of another connection) moves, so a kept Reader (`knowledge serve`) pays
+        for it once per store version, not once per empty answer.
         """
+        version = self.version()
+        if self._intact_at == version:
+            return
         gaps = schema.fts_row_gaps(self.conn)
         if gaps:
             raise db.damaged(self.settings.db_path, "; ".join(gaps))
+        self._intact_at = version
 
     def document_count(self) -> int:
-        """Documents in the index."""
-        return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+        """Documents in the index (counted once per store version, as require_intact checks)."""
+        version = self.version()
+        if self._documents is None or self._documents[0] != version:
+            self._documents = version, int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+        return self._documents[1]
 
     def hydrate(self, ids: list[int], scores: Mapping[int, float] | None = None) -> list[Hit]:
         """Hits for chunk ids in the given order (with their scores), in one query; vanished ids are skipped."""
@@ -140,6 +196,25 @@ class Reader:
         scores = scores or {}
         by_id = {r[0]: Hit(r[0], r[1], r[2], r[3], r[4], scores.get(r[0])) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
+
+    def short_refs(self, token: str) -> list[str]:
+        """The citation tokens `<path>#<ordinal>` whose 6-character ref is token, sorted (none when it is not
+        shaped like one). Every section's token is hashed: one pass over the chunks' keys."""
+        wanted = token.strip().lower()
+        if SHORT_REF.fullmatch(wanted) is None:
+            return []
+        import base64
+        import hashlib
+
+        sha, b32, upper = hashlib.sha256, base64.b32encode, wanted.upper().encode()
+        found: list[str] = []
+        with db.translating_damage(self.settings.db_path):
+            rows = self.conn.execute(
+                "SELECT d.path || '#' || c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id")
+            for (ref,) in rows:  # 5 bytes of the digest are its first 8 base32 characters
+                if b32(sha(ref.encode("utf-8", "surrogateescape")).digest()[:5])[:6] == upper:
+                    found.append(ref)
+        return sorted(found)
 
     def documents_of(self, ids: list[int]) -> dict[int, int]:
         """{chunk id: its document id} of the chunks that exist, in one query."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 from query import budget
-from query.reader import Hit, Reader, parse_ref
+from query.reader import Hit, Reader, ambiguous_note, is_short_ref, parse_ref
 from query.requests import MAX_AROUND, ReadRequest
 from query.search import hit_json
 from query.status import Status
@@ -106,11 +106,12 @@ class ReadAnswer:
 
 
 def refusal(request: ReadRequest) -> ReadAnswer | None:
-    """The query_error answer of a request that names no citation or a negative count, else None."""
+    """The query_error answer of a request that names no citation (nor a hit's short ref) or a negative count,
+    else None."""
     citation = request.citation.strip()
-    if parse_ref(citation) is None:
+    if parse_ref(citation) is None and not is_short_ref(citation):
         return ReadAnswer(Status.QUERY_ERROR, f"{citation!r} is not a citation token `<path>#<ordinal>` "
-                          "(the `index_ref` of a search result)", citation)
+                          "(the `index_ref` of a search result) nor its 6-character `ref`", citation)
     if request.before < 0 or request.after < 0:
         return ReadAnswer(Status.QUERY_ERROR, "before and after count sections and cannot be negative", citation)
     return None
@@ -123,7 +124,14 @@ def around(settings: Settings, reader: Reader, request: ReadRequest, mapper: Cit
         return refused
     citation = request.citation.strip()
     ref = parse_ref(citation)
-    assert ref is not None  # refusal() checked it
+    if ref is None:  # refusal() let it through: a hit's short ref
+        named = reader.short_refs(citation)
+        if len(named) > 1:
+            return ReadAnswer(Status.QUERY_ERROR, ambiguous_note(citation, named), citation)
+        ref = parse_ref(named[0]) if named else None
+        if ref is None:
+            return ReadAnswer(Status.NOT_FOUND, f"no section has the short ref {citation}; search results carry "
+                              "the refs and citations to read", citation)
     notes: list[str] = []
     for name, value in (("before", request.before), ("after", request.after)):
         if value > MAX_AROUND:

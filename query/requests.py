@@ -107,7 +107,8 @@ def _kind(annotation: Any) -> str:
 
 
 def from_query(cls: type[R], query: QueryParams) -> R:
-    """A request from a /v1 query string; QueryError naming the parameter for a missing or malformed one."""
+    """A request from a /v1 query string; QueryError naming the parameter for a missing or malformed one, or a
+    number below its declared minimum."""
     values: dict[str, Any] = {}
     for spec in params(cls):
         kind = _kind(spec.annotation)
@@ -125,9 +126,12 @@ def from_query(cls: type[R], query: QueryParams) -> R:
             if raw == "":
                 continue
             try:
-                values[spec.name] = int(raw)
+                number = int(raw)
             except ValueError as exc:
                 raise QueryError(f"{spec.alias} must be a whole number, got {raw!r}") from exc
+            if spec.minimum is not None and number < spec.minimum:
+                raise QueryError(f"{spec.alias} must be at least {spec.minimum}, got {number}")
+            values[spec.name] = number
         else:
             values[spec.name] = str(raw)
     return cls(**values)
@@ -201,7 +205,8 @@ class ReadRequest:
     """knowledge_read, `knowledge show --before/--after/--section` and /v1/read."""
 
     citation: str = field(metadata=doc(
-        "The `index_ref` of a result to read around: `<path>#<ordinal>`.", example="<path>#<ordinal>"))
+        "The `index_ref` of a result to read around (`<path>#<ordinal>`), or its 6-character `ref`.",
+        example="<path>#<ordinal>"))
     before: int = field(default=0, metadata=doc(
         f"Sections to add before the cited one, nearest first (0 to {MAX_AROUND}).", minimum=0, maximum=MAX_AROUND))
     after: int = field(default=0, metadata=doc(
@@ -215,7 +220,7 @@ class ReadRequest:
 class ShowRequest:
     """`knowledge show` and the page's /show/: a cited section, or every section of a document path."""
 
-    ref: str = field(metadata=doc("A citation token `<path>#<ordinal>` or a document path."))
+    ref: str = field(metadata=doc("A citation token `<path>#<ordinal>`, a document path or a hit's 6-character ref."))
     neighbours: bool = field(default=False, metadata=doc("Also name the sections just before and after a cited one."))
 
 

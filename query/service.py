@@ -21,7 +21,7 @@ from query.enumerate import checked_limit, enumerate_documents
 from query.listing import sources_answer, stats_answer
 from query.match_query import scrub
 from query.read_index import ReadIndex
-from query.reader import not_built_note, parse_ref
+from query.reader import ambiguous_note, not_built_note, parse_ref
 from query.reading import ReadAnswer, around, refusal
 from query.requests import EnumerateRequest, MatchRequest, ReadRequest, SearchRequest, ShowRequest, WordsRequest
 from query.search import search
@@ -91,24 +91,32 @@ class QueryService:
             return around(self.settings, reader, request, self.mapper)
 
     def show(self, request: ShowRequest) -> ShowAnswer:
-        """The section a citation token names, else every section of the document stored at that path."""
+        """The section a citation token names, else every section of the document stored at that path, else the
+        section whose 6-character ref (Hit.short_ref) it is; a ref several sections share is refused, naming them."""
         ref = parse_ref(request.ref)
         with self.index.reader() as reader:
             if reader is None:
                 return ShowAnswer(Status.INDEX_NOT_BUILT, not_built_note(self.settings), request.ref)
             hit = reader.chunk(*ref) if ref else None
-            if hit is not None:
-                previous = following = None
-                if request.neighbours:
-                    before = reader.chunk(hit.path, hit.ordinal - 1) if hit.ordinal > 0 else None
-                    after = reader.chunk(hit.path, hit.ordinal + 1)
-                    previous, following = (before.index_ref if before else None), (after.index_ref if after else None)
-                return ShowAnswer(Status.OK, None, request.ref, [hit], True, previous, following, self.mapper)
-            hits = reader.document(request.ref)
-        if not hits:
-            note = f"no section or document {request.ref} in the index; `knowledge sources` lists the documents"
-            return ShowAnswer(Status.NOT_FOUND, note, request.ref, mapper=self.mapper)
-        return ShowAnswer(Status.OK, None, request.ref, hits, mapper=self.mapper)
+            if hit is None:
+                hits = reader.document(request.ref)
+                if hits:
+                    return ShowAnswer(Status.OK, None, request.ref, hits, mapper=self.mapper)
+                named = reader.short_refs(request.ref) if ref is None else []
+                if len(named) > 1:
+                    return ShowAnswer(Status.QUERY_ERROR, ambiguous_note(request.ref, named), request.ref,
+                                      mapper=self.mapper)
+                found = parse_ref(named[0]) if named else None
+                hit = reader.chunk(*found) if found else None
+            if hit is None:
+                note = f"no section or document {request.ref} in the index; `knowledge sources` lists the documents"
+                return ShowAnswer(Status.NOT_FOUND, note, request.ref, mapper=self.mapper)
+            previous = following = None
+            if request.neighbours:
+                before = reader.chunk(hit.path, hit.ordinal - 1) if hit.ordinal > 0 else None
+                after = reader.chunk(hit.path, hit.ordinal + 1)
+                previous, following = (before.index_ref if before else None), (after.index_ref if after else None)
+            return ShowAnswer(Status.OK, None, request.ref, [hit], True, previous, following, self.mapper)
 
     def sources(self) -> SourcesAnswer:
         """Every indexed document by path, with its mapped citation."""

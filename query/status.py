@@ -7,7 +7,9 @@ raises (config.errors.StoreDamaged) and a surface turns it into ERROR where it m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 
 class Status(StrEnum):
@@ -23,3 +25,17 @@ class Status(StrEnum):
     NOT_FOUND = "not_found"  # read and show: no such section or document
     NOT_SERVED = "not_served"  # the operator has not exposed the tool
     ERROR = "error"  # the store could not answer (damaged, unreadable)
+
+
+HTTP_CODES: dict[str, int] = {
+    Status.QUERY_ERROR: 400,  # the caller's input: fix the request
+    Status.PATTERN_INVALID: 400,
+    Status.NOT_FOUND: 404,
+    Status.NOT_SERVED: 404,
+    Status.ERROR: 500,  # the store could not answer
+}
+
+
+def http_code(answer: Mapping[str, Any]) -> int:
+    """The HTTP status every /v1 route answers with for an answer's status (200 for every other status)."""
+    return HTTP_CODES.get(str(answer.get("status", "")), 200)

@@ -36,7 +36,7 @@ from query.requests import MatchRequest, from_query
 from query.serve import page_routes as site
 from query.serve.mcp_server import build_server
 from query.service import QueryService
-from query.status import Status
+from query.status import Status, http_code
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
@@ -174,7 +174,7 @@ class JsonApi:
             except QueryError as exc:
                 return _json({"status": Status.QUERY_ERROR, "note": str(exc)}, 400)
             answer = spec.answer(self.service, parsed)
-            return _json(answer, spec.codes.get(answer["status"], 200))
+            return _json(answer, spec.http_code(answer))
 
         handle.__doc__ = f"{spec.name} over HTTP: GET {spec.route} with its parameters in the query string."
         return handle
@@ -190,7 +190,8 @@ class JsonApi:
             return _json({"status": Status.QUERY_ERROR, "note": str(exc)}, 400)
         except KnowledgeError as exc:
             return _json({"status": Status.ERROR, "note": str(exc)}, 500)
-        return _json(answer.to_json())
+        data = answer.to_json()
+        return _json(data, http_code(data))
 
     def sources(self, request: Request) -> Response:
         """Every indexed document, with its mapped citation when rules exist."""
@@ -207,7 +208,8 @@ class JsonApi:
 
     def _listing(self, answer: Callable[[], dict[str, Any]]) -> Response:
         try:
-            return _json(answer())
+            data = answer()
+            return _json(data, http_code(data))
         except KnowledgeError as exc:
             return _json({"status": Status.ERROR, "note": str(exc)}, 500)
 

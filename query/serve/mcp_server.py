@@ -41,6 +41,7 @@ from query.service import QueryService
 from query.status import Status
 
 SERVER_NAME = "knowledge"
+PACKAGE = "knowledge-pipeline"  # the distribution whose version the server names (pyproject.toml)
 INSTRUCTIONS = (
     "knowledge serves search over the operator's own documentation. Call knowledge_search before "
     "answering project-specific questions, knowledge_enumerate before saying something is absent, and "
@@ -94,7 +95,8 @@ def build_server(
     say = warn or _warn
     for message in exposed.warnings:
         say(message)
-    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=package_version(),
+                                     log_level="WARNING")
     service = service or QueryService.shared(settings)
     for spec in exposed.served:
         if spec.request is None:
@@ -103,6 +105,16 @@ def build_server(
         server.add_tool(binding(service, spec), name=spec.name, description=spec.description,
                         annotations=READ_ONLY, structured_output=False)
     return server
+
+
+def package_version() -> str:
+    """The installed package's version, as the server names itself on initialize ("0+unknown" when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def _warn(message: str) -> None:

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote_to_bytes
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
@@ -56,6 +57,22 @@ def session_value(token: str) -> str:
     return hmac.new(token.encode(), b"knowledge page session", hashlib.sha256).hexdigest()
 
 
+class RefConvertor(Convertor[str]):
+    """The ref after /show/: anything, newlines included (starlette's `path` stops at a newline, so a file
+    name holding one was a bare 404); shown_ref() reads it from the raw path."""
+
+    regex = "(?s:.+)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("ref", RefConvertor())
+
+
 def owns(path: str) -> bool:
     """Whether a request path is one of the page's (where the session cookie counts)."""
     return path in PAGE_PATHS or path.startswith((SHOW_PREFIX, "/static/"))
@@ -90,7 +107,7 @@ class Site:
         """(path, methods, handler) for each page route."""
         return [
             ("/", ["GET"], self.home),
-            ("/show/{ref:path}", ["GET"], self.show),
+            ("/show/{ref:ref}", ["GET"], self.show),
             ("/sources", ["GET"], self.sources),
             ("/stats", ["GET"], self.stats),
             ("/login", ["GET", "POST"], self.login),
@@ -160,6 +177,8 @@ class Site:
         if answer.status == Status.NOT_FOUND:
             note = f"no section or document {ref} in the index; Sources lists the documents"
             return self._page(request, "Not found", page.message_page("Not found", note), 404)
+        if answer.status == Status.QUERY_ERROR:  # a short ref several sections share
+            return self._page(request, "Ambiguous", page.message_page("Ambiguous ref", answer.note or ""), 400)
         if answer.cited:
             hit = answer.hits[0]
             body = page.section_page(answer.results()[0], answer.previous, answer.following)

@@ -167,3 +167,16 @@ def test_a_match_limit_under_one_is_refused_alike_on_http_and_the_cli(served: st
         assert answer.status_code == 400 and "limit must be at least 1" in answer.json()["note"]
         code, _, err = run_cli("match", "retention", "--limit", limit)
         assert code == 2 and "limit must be at least 1" in err
+
+
+@pytest.mark.parametrize(("path", "params"), [
+    ("/v1/search", {"q": "retention", "where": "novalue"}),
+    ("/v1/search", {"q": "retention", "top_k": "-5"}),
+    ("/v1/match", {"q": "retention", "where": "novalue"}),
+    ("/v1/match", {"q": "retention", "min_matches": "0"}),
+    ("/v1/match", {"q": "retention", "sort": "sideways"}),
+])
+def test_every_v1_route_answers_400_for_a_query_error(served: str, path: str, params: dict[str, str]) -> None:
+    answer = httpx.get(served + path, headers=AUTH, params=params, timeout=10)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["status"] == "query_error" and answer.json()["note"]

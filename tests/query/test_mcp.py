@@ -202,3 +202,23 @@ def _line(stream: Any) -> dict[str, Any]:
     ready, _, _ = select.select([stream], [], [], TIMEOUT)
     assert ready, "no answer"
     return dict(json.loads(stream.readline()))
+
+
+def test_the_server_names_its_package_version_on_initialize(tmp_path: Path, store: Path) -> None:
+    from importlib.metadata import version
+
+    config = write_config(tmp_path, store, expose={"mcp": {"builtins": BOTH}})
+    proc = subprocess.Popen([KNOWLEDGE, "--config", str(config), "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        proc.stdin.write(json.dumps(initialize).encode() + b"\n")
+        answer = _line(proc.stdout)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    info = answer["result"]["serverInfo"]
+    assert (info["name"], info["version"]) == ("knowledge", version("knowledge-pipeline")), answer
+    assert info["version"]

@@ -102,3 +102,27 @@ def test_a_one_shot_service_keeps_nothing(tmp_path: Path) -> None:
     service = QueryService(settings)
     assert _paths(service, "alpha") == ["docs/a.md"]
     assert service.index._idle == []
+
+
+def test_an_empty_answer_checks_the_store_once_per_version_and_damage_committed_later_is_still_found(
+        shared) -> None:
+    from config.errors import StoreDamaged
+    from pipeline import db
+
+    settings, service = shared
+    assert _paths(service, "alpha") == ["docs/a.md"]
+    statements: list[str] = []
+    service.index._idle[0].reader.conn.set_trace_callback(statements.append)
+    for words in ("zebra", "yak", "xylophone"):  # three searches that find nothing, on the kept Reader
+        answer = service.search(SearchRequest(words))
+        assert answer.status == Status.OK and not answer.hits
+    counted = [s for s in statements if "count(*)" in s]
+    assert len([s for s in counted if "_docsize" in s]) == 1, counted  # the FTS row check: once, not per search
+    assert not [s for s in counted if "FROM documents" in s], counted  # counted by the first search already
+    writer = db.open_writer(settings.db_path)
+    try:
+        writer.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all')")  # the porter index emptied
+    finally:
+        writer.close()
+    with pytest.raises(StoreDamaged, match="chunks_fts indexes 0 of 1 sections"):
+        service.search(SearchRequest("alpha"))
