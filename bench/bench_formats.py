@@ -4,27 +4,22 @@ For each directory given, walk it as `knowledge index` does (every format on), r
 each file the walk finds (best of --repeat passes, CPU time of this process), and print files,
 bytes, chunks, CPU seconds, MB/s by format, and the skips by reason. Usage:
 
-    .venv/bin/python bench/bench_formats.py DIR [DIR ...] [--repeat 3] [--json]
+    .venv/bin/python -m bench.bench_formats DIR [DIR ...] [--repeat 3] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
-
-from config.errors import FileSkipped  # noqa: E402
-from pipeline import formats  # noqa: E402
-from pipeline.files import ingest_file  # noqa: E402
-from pipeline.models import Document, FileJob  # noqa: E402
-from pipeline.walker import walk_root  # noqa: E402
+from config.errors import FileSkipped
+from pipeline import formats
+from pipeline.files import ingest_file
+from pipeline.models import Document, FileJob
+from pipeline.walker import walk_root
 
 
 def _reason_class(reason: str) -> str:
