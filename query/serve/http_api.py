@@ -259,4 +259,17 @@ def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
     shown = f"[{host}]" if ":" in host else host
     print(f"knowledge: serving http://{shown}:{port} (search page at /, MCP at {MCP_PATH}, JSON API at /v1)",
           file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)).run()
+    uvicorn.Server(server_config(app, settings, host, port)).run()
+
+
+def server_config(app: ASGIApp, settings: Settings, host: str, port: int) -> Any:
+    """uvicorn's configuration: HTTP/1.1 with the header deadline and connection cap of query/serve/connections.py,
+    the keep-alive timeout, and uvicorn's own concurrency limit off (the cap counts the connections)."""
+    import uvicorn
+
+    from query.serve.connections import guarded_protocol
+
+    mcp = settings.expose.mcp
+    protocol = guarded_protocol(mcp.header_timeout, mcp.max_connections)
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http=protocol,
+                          timeout_keep_alive=max(1, round(mcp.keepalive_timeout)))
