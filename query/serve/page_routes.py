@@ -31,6 +31,7 @@ from query.serve import page
 from query.serve.page_sessions import LoginLimiter, Sessions, same
 from query.service import QueryService
 from query.status import Status
+from query.terminal import FORMATTING_TAGS, preview_text
 from query.terms import build_query
 
 COOKIE = "knowledge_session"
@@ -134,7 +135,8 @@ class Site:
             state.q, state.top_k, _one(keywords.get("path")), _one(keywords.get("root")),
             _one(keywords.get("where")), bool(keywords.get("explain"))))
         query = build_query(state.q)
-        snippets = [excerpt(h.content, query) for h in answer.hits]
+        # no mkdocs markup nor formatting tags; another tag (<script>) is shown as text, escaped
+        snippets = [excerpt(preview_text(h.content, FORMATTING_TAGS), query) for h in answer.hits]
         trails = [marks(h.section, query) for h in answer.hits]
         return answer.status, answer.response.note, page.search_results(state.q, answer.to_json(), snippets, trails)
 

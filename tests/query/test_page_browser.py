@@ -140,7 +140,7 @@ def test_opening_a_section_shows_its_text_and_walks_to_its_neighbour(browser: We
     search_for(browser, "audit records")
     browser.find_element(By.CSS_SELECTOR, "ol.results h3 a").click()
     assert browser.find_element(By.TAG_NAME, "h1").text == "Retention policy > Exceptions"
-    assert "Audit records are deprecated" in browser.find_element(By.CSS_SELECTOR, "pre.content").text
+    assert "Audit records are deprecated" in browser.find_element(By.CSS_SELECTOR, "div.content").text
     browser.find_element(By.CSS_SELECTOR, "a[rel=prev]").click()
     assert browser.find_element(By.TAG_NAME, "h1").text == "Retention policy"
     assert browser.current_url.endswith("/show/docs/retention.md%230")
