@@ -23,14 +23,17 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 LOG = logging.getLogger("knowledge.serve")
 FD_RESERVE = 64  # descriptors kept for the store, the log and the listening socket
+# Connections asyncio accepts in one turn of the loop (the listen backlog): a closed connection's descriptor is
+# freed only on the next turn, so the cap keeps this many descriptors free for a burst of connects.
+ACCEPT_BURST = 128
 
 
 def fd_ceiling(wanted: int) -> int:
-    """wanted, lowered to what the process's open-file limit leaves after FD_RESERVE (at least 16)."""
+    """wanted, lowered to what the open-file limit leaves after FD_RESERVE and ACCEPT_BURST (at least 16)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft <= 0:
         return wanted
-    return max(16, min(wanted, soft - FD_RESERVE))
+    return max(16, min(wanted, soft - FD_RESERVE - ACCEPT_BURST))
 
 
 class GuardedH11Protocol(H11Protocol):

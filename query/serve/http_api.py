@@ -269,9 +269,9 @@ def server_config(app: ASGIApp, settings: Settings, host: str, port: int) -> Any
     the keep-alive timeout, and uvicorn's own concurrency limit off (the cap counts the connections)."""
     import uvicorn
 
-    from query.serve.connections import guarded_protocol
+    from query.serve.connections import ACCEPT_BURST, guarded_protocol
 
     mcp = settings.expose.mcp
     protocol = guarded_protocol(mcp.header_timeout, mcp.max_connections)
     return uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http=protocol,
-                          timeout_keep_alive=max(1, round(mcp.keepalive_timeout)))
+                          timeout_keep_alive=max(1, round(mcp.keepalive_timeout)), backlog=ACCEPT_BURST)
