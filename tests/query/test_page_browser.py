@@ -196,3 +196,19 @@ def test_with_javascript_off_the_page_still_searches(served: str) -> None:
         assert "Retention policy" in search_for(driver, "retention")
     finally:
         driver.quit()
+
+
+def test_at_390_px_wide_the_first_result_starts_above_the_fold_and_the_filters_unfold(browser: WebDriver) -> None:
+    size = browser.get_window_size()
+    browser.set_window_size(390, 844)
+    try:
+        search_for(browser, "retention policy")
+        first = browser.find_element(By.CSS_SELECTOR, "ol.results > li")
+        top = browser.execute_script("return arguments[0].getBoundingClientRect().top", first)
+        assert top < browser.execute_script("return window.innerHeight") - 100  # its heading and excerpt in view
+        path = browser.find_element(By.ID, "f-path")
+        assert not path.is_displayed()  # folded away until asked for
+        browser.find_element(By.CSS_SELECTOR, "details.options summary").click()
+        assert path.is_displayed()
+    finally:
+        browser.set_window_size(size["width"], size["height"])
