@@ -3,11 +3,11 @@
 uvicorn's HTTP/1.1 protocol times out only an idle keep-alive connection after a response; a client
 that connects and sends nothing, or half its headers a byte at a time (slowloris), holds its socket
 for ever, and about a thousand of them exhaust the process's file descriptors so nobody is answered.
-`guarded_protocol` returns a subclass that closes a connection whose request headers are not complete
-within `header_timeout` seconds (counted from the connect, or from the first byte of the next request
-on a kept-alive connection), and that, when a new connection would pass `max_connections`, closes
-the oldest connection with no request in flight (a half-open or idle one) to make room, so the
-attack costs its own sockets and never the clients that send whole requests.
+`guarded_protocol` returns a subclass that closes a connection whose request headers (and body, when
+it has one) are not complete within `header_timeout` seconds (counted from the connect, or from the
+first byte of the next request on a kept-alive connection), and that, when a new connection would
+pass `max_connections`, closes the oldest connection with no request in flight (a half-open or idle
+one) to make room, so the attack costs its own sockets and never the clients that send whole requests.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class GuardedH11Protocol(H11Protocol):
         elif self.conn.their_state is h11.IDLE:
             if self.header_deadline is None:
                 self._arm()
-        else:
+        elif self.conn.their_state is not h11.SEND_BODY:  # a body still arriving stays under the deadline
             self._disarm()
 
     def on_response_complete(self) -> None:
@@ -102,7 +102,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def _expire(self) -> None:
         self.header_deadline = None
-        if self.waiting() and not self.transport.is_closing():
+        unfinished = self.conn.their_state is h11.SEND_BODY or self.waiting()
+        if unfinished and not self.transport.is_closing():
             self.transport.close()
 
 

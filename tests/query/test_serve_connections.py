@@ -101,3 +101,13 @@ def test_a_header_timeout_of_zero_or_less_is_refused_at_startup(tmp_path: Path, 
     config.write_text(f"knowledge:\n  directory: {tmp_path}\n  expose:\n    mcp:\n      header_timeout: {value}\n")
     done = subprocess.run([KNOWLEDGE, "--config", str(config), "stats"], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "header_timeout" in done.stderr
+
+
+def test_a_request_body_dripped_past_the_header_timeout_is_closed(tmp_path: Path) -> None:
+    with server(tmp_path, header_timeout=1.5) as base:
+        port = int(base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                      b"Content-Length: 1000\r\n\r\ntoken=")
+            assert closed_by_server([s], within=8) == 1
+        answers(base)
