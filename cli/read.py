@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -73,9 +74,9 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
                 query: LexicalQuery | None = None) -> None:
     """Print hits the way the reference does: the raw token, then Mapped, Section and Chunk.
 
-    On a terminal (stdout a TTY) the query's matched words of a preview are bold; piped, the text is plain.
+    On a terminal (stdout a TTY, NO_COLOR unset) the query's matched words of a preview are bold; piped, plain.
     """
-    bold = query is not None and sys.stdout.isatty()
+    bold = query is not None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     for i, hit in enumerate(hits):
         click.echo(f"\n  {clean(hit.index_ref)}:\n")
         if mapped and mapped[i]:
