@@ -28,8 +28,8 @@ hashed vectors) slowed by `--slow` seconds per request so embedding is the bottl
 real model. The pipeline is the embedded engine (2 ingest threads, 1 writer, `concurrency` 2) with
 its ledger in Redis (RedisLedger on a fresh namespace), so the bytes are Redis's own: every
 `--every` seconds the run's keys are listed and summed with MEMORY USAGE. Prints one JSON line per
-limit: peak pending chunks, peak documents staged for vectors (stage:d-* keys), peak bytes of the
-run's keys (and of stage:* keys alone), wall time and the share of full requests.
+limit: peak pending chunks, peak documents staged for vectors (d-* fields of the run's `staged` hash),
+peak bytes of the run's keys (and of the `staged` hash alone), wall time and the share of full requests.
 """
 
 from __future__ import annotations
@@ -170,8 +170,9 @@ class Sampler(threading.Thread):
             for key in keys:
                 pipe.memory_usage(key, samples=0)
             sizes = [s or 0 for s in pipe.execute()]
-            stage = [s for k, s in zip(keys, sizes) if k.decode().startswith(prefix + "stage:")]
-            docs = sum(1 for k in keys if k.decode().startswith(prefix + "stage:d-"))
+            stage = [s for k, s in zip(keys, sizes) if k.decode() == prefix + "staged"]
+            fields = [f.decode() if isinstance(f, bytes) else str(f) for f in client.hkeys(prefix + "staged")]
+            docs = sum(1 for f in fields if f.startswith("d-"))
             state = self.ledger.backlog.backlog_state(run_id, "")
             for name, value in (("pending", state.pending), ("staged_docs", docs), ("bytes", sum(sizes)),
                                 ("stage_bytes", sum(stage))):

@@ -24,12 +24,13 @@ from config.observability import configure_metrics, configure_tracing
 from config.settings import Settings
 from query.highlight import styled
 from query.listing import SourcesAnswer, StatsAnswer
+from query.rank.parsed import parse_query
 from query.reader import Hit
 from query.requests import MAX_AROUND, ReadRequest, SearchRequest, ShowRequest
 from query.service import QueryService
 from query.status import Status
 from query.terminal import clean, one_line, preview
-from query.terms import LexicalQuery, build_query
+from query.terms import LexicalQuery
 
 
 @cli.command("search", cls=QueryCommand)
@@ -67,7 +68,7 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
             click.echo(f"no results for {one_line(query, 60)!r}; `knowledge match {shlex.quote(query)}` lists "
                        "every document holding all of its words")
         return
-    render_hits(response.hits, full, mapped, build_query(query))
+    render_hits(response.hits, full, mapped, (response.query or parse_query(query)).lexical)
 
 
 def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = None,

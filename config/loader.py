@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from config.errors import ConfigError
-from config.settings import BrokerSettings, EmbeddingsSettings, McpExposure, Settings
+from config.settings import FORMAT_NAMES, BrokerSettings, EmbeddingsSettings, McpExposure, Settings
 from config.urls import base_url_problem, broker_url_problem, normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
@@ -234,6 +234,7 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
     for i, entry in enumerate(settings.paths):
         if not entry.strip():
             raise ConfigError(f"{where}: knowledge.paths[{i}] is empty; name a directory or file to index")
+    _check_formats(settings.formats, where)
     _check_mcp(settings.expose.mcp, where)
     if settings.broker is not None:
         problem = broker_url_problem(settings.broker.url)
@@ -263,6 +264,14 @@ def _check_values(settings: Settings, where: str) -> None:
         raise ConfigError(f"{where}: knowledge.rm_max_percent must be between 0 and 100, got {settings.rm_max_percent}")
     if settings.workers < 1 or settings.batch_files < 1:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
+
+
+def _check_formats(formats: tuple[str, ...], where: str) -> None:
+    unknown = [name for name in formats if name not in FORMAT_NAMES]
+    if unknown:
+        raise ConfigError(f"{where}: knowledge.formats names {', '.join(map(repr, unknown))}, which "
+                          f"{'is not a format' if len(unknown) == 1 else 'are not formats'} knowledge reads "
+                          f"(known: {', '.join(FORMAT_NAMES)})")
 
 
 # The names expose.mcp.builtins accepts are the tools query/tools.py declares: cli/app.py checks them.

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_TOP_K = 20
+FORMAT_NAMES = ("markdown", "text", "html", "mdx", "rst", "asciidoc", "org", "ipynb", "pdf", "docx")
+"""The formats knowledge.formats may name (pipeline/formats is their registry; a test keeps them in step)."""
 
 
 def _help(text: str) -> dict[str, str]:
@@ -108,6 +110,10 @@ class Settings:
         default=(), metadata=_help("Globs a walked file must match to be indexed (empty: every eligible file).")
     )
     exclude: tuple[str, ...] = field(default=(), metadata=_help("Globs of files and directories the walk skips."))
+    formats: tuple[str, ...] = field(
+        default=FORMAT_NAMES,
+        metadata=_help("The file formats the walk indexes (default: every one; see docs/formats.md)."),
+    )
     urls: tuple[str, ...] = field(
         default=(), metadata=_help("Web pages (http/https) `knowledge index` fetches, converts and indexes.")
     )

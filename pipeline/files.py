@@ -9,10 +9,11 @@ import os
 import stat
 
 from config.errors import FileSkipped, PipelineError
+from pipeline import formats
 from pipeline.chunker import chunk_text
 from pipeline.front_matter import split as split_front_matter
 from pipeline.models import Document, FileJob
-from pipeline.walker import MAX_FILE_BYTES, not_regular
+from pipeline.walker import not_regular
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -83,9 +84,12 @@ VANISHED = "vanished since the walk (deleted or renamed)"
 def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_result]:
     """The file's bytes and stat, reached from root without following a symlink anywhere below it.
 
+    A file larger than its format allows (pipeline/formats, by its extension) is not read.
+
     Raise FileSkipped (symlink, not a regular file, too large, vanished since the walk) or
     PipelineError (read failure).
     """
+    limit = formats.size_limit(path)
     try:
         fd = _open_beneath(path, path if root is None else root)
     except FileNotFoundError as exc:  # deleted or renamed since the walk: an ordinary edit, not a failure
@@ -96,17 +100,17 @@ def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_resul
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise FileSkipped(not_regular(st.st_mode))
-        if st.st_size > MAX_FILE_BYTES:
-            raise FileSkipped(f"too large ({st.st_size} bytes > {MAX_FILE_BYTES})")
+        if st.st_size > limit:
+            raise FileSkipped(f"too large ({st.st_size} bytes > {limit})")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+            data = handle.read(limit + 1)
     except OSError as exc:
         raise PipelineError(f"cannot read: {exc.strerror}") from exc
     finally:
         os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
-        raise FileSkipped(f"too large (over {MAX_FILE_BYTES} bytes)")
+    if len(data) > limit:
+        raise FileSkipped(f"too large (over {limit} bytes)")
     return data, st
 
 
@@ -129,23 +133,34 @@ def sha256_hex(data: bytes) -> str:
 def ingest_file(job: FileJob, force: bool = False) -> Document | str:
     """Read, hash and chunk one file; a leading front-matter block gives fields and title, not text.
 
-    Returns the Document, or the string "unchanged" when the content hash equals the stored one
-    (and force is off). Raises FileSkipped (not indexable) or PipelineError (read failure).
+    A markdown or text file is chunked as written; any other format goes through its extractor
+    (pipeline/formats) to the same markdown first. Returns the Document, or the string "unchanged"
+    when the content hash equals the stored one (and force is off). Raises FileSkipped (not
+    indexable) or PipelineError (read failure).
     """
+    fmt = formats.format_of(job.path)
     data, st = read_bytes(job.on_disk(job.path), job.on_disk(job.root))
     digest = sha256_hex(data)
     if not force and job.stored_sha256 == digest:
         return "unchanged"
-    matter = split_front_matter(decode(data))
-    chunked = chunk_text(matter.body)
+    if fmt is None or fmt.name in formats.PLAIN:
+        matter = split_front_matter(decode(data))
+        chunked = chunk_text(matter.body)
+        title, fields, error = matter.title, matter.fields, matter.error
+    else:
+        extracted = fmt.extract(data)
+        chunked = chunk_text(extracted.text)
+        title, fields, error = extracted.title, extracted.fields, extracted.front_matter_error
+    if fmt is not None and fmt.name not in formats.PLAIN and not chunked.chunks:
+        raise FileSkipped(f"no text found in this {fmt.name} file")
     return Document(
         path=job.path,
         root=job.root,
         sha256=digest,
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,
-        title=matter.title or chunked.title,
+        title=title or chunked.title,
         chunks=chunked.chunks,
-        fields=matter.fields,
-        front_matter_error=matter.error,
+        fields=fields,
+        front_matter_error=error,
     )

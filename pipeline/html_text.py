@@ -46,6 +46,7 @@ class PageText:
 
     title: str | None
     text: str
+    ids: tuple[tuple[str, str], ...] = ()  # (heading, its id attribute or '') in document order
 
 
 def strip_controls(text: str) -> str:
@@ -53,17 +54,23 @@ def strip_controls(text: str) -> str:
     return without_controls(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
-def html_to_text(html: str) -> PageText:
-    """Convert an HTML document to markdown-ish text under the rules in the module docstring."""
-    converter = _Converter()
+def html_to_text(html: str, dropped: frozenset[str] = frozenset()) -> PageText:
+    """Convert an HTML document to markdown-ish text under the rules in the module docstring.
+
+    dropped: more elements dropped with all they hold (a local file drops its footer too).
+    """
+    converter = _Converter(dropped)
     converter.feed(strip_controls(html))
     converter.close()
     return converter.result()
 
 
 class _Converter(HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, dropped: frozenset[str] = frozenset()) -> None:
         super().__init__(convert_charrefs=True)
+        self._skipped = SKIPPED | dropped
+        self.ids: list[tuple[str, str]] = []  # (heading text, its id attribute) of each heading
+        self._heading_id = ""
         self._blocks: list[tuple[str, str]] = []  # (kind, text): heading, para, item, row, fence
         self._inline: list[str] = []
         self._skip_tag: str | None = None
@@ -137,7 +144,7 @@ class _Converter(HTMLParser):
         if self._skip_tag is not None:
             self._skip_depth += tag == self._skip_tag and tag not in VOID
             return True
-        if tag in SKIPPED or (attributes.get("role") or "").lower() == "navigation":
+        if tag in self._skipped or (attributes.get("role") or "").lower() == "navigation":
             if tag not in VOID:
                 self._skip_tag, self._skip_depth = tag, 1
             return True
@@ -160,6 +167,7 @@ class _Converter(HTMLParser):
     def _open_heading(self, tag: str, attributes: dict[str, str | None]) -> None:
         self._flush()
         self._heading = HEADINGS[tag]
+        self._heading_id = attributes.get("id") or ""
 
     def _open_pre(self, tag: str, attributes: dict[str, str | None]) -> None:
         self._flush()
@@ -225,7 +233,7 @@ class _Converter(HTMLParser):
                 out.append("\n" if kind == previous and kind.startswith(("item", "row")) else "\n\n")
             out.append(text)
             previous = kind
-        return PageText(title=self._title, text="".join(out) + ("\n" if out else ""))
+        return PageText(title=self._title, text="".join(out) + ("\n" if out else ""), ids=tuple(self.ids))
 
     def _block_boundary(self) -> None:
         if self._heading or self._cells:  # a block inside a heading or a table cell stays inline
@@ -242,6 +250,8 @@ class _Converter(HTMLParser):
             return
         if level:
             self._blocks.append(("heading", "#" * level + " " + " ".join(lines)))
+            self.ids.append((" ".join(lines), self._heading_id))
+            self._heading_id = ""
             return
         lines = ["\\" + line if _MARKUP_START.match(line) else line for line in lines]
         if self._bullet is None and not self._lists:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pipeline import schema
 from pipeline.db import Connection
+from pipeline.identifiers import identifiers
 from pipeline.paths import PathBase
 
 
@@ -80,11 +81,32 @@ def _drop_float_copies(conn: Connection, base: PathBase) -> None:
     schema.drop_legacy_vector_codes(conn)
 
 
+def _keep_identifiers(conn: Connection, base: PathBase) -> None:
+    """Format 4 split `model_validator`, `config.yaml` and `--workers` into words in the exact table too.
+
+    chunks gains the identifier columns, filled from each section's text and heading (with the
+    FTS triggers dropped, so the porter and CJK tables are left as they are); the exact table, its
+    vocabulary and the triggers are created anew and the exact table is rebuilt from chunks.
+    Nothing is read from the files or embedded again.
+    """
+    schema.drop_fts_triggers(conn)
+    schema.drop_exact(conn)
+    schema.add_identifier_columns(conn)
+    rows = conn.execute("SELECT id, body, heading_path FROM chunks")
+    found = ((identifiers(body), identifiers(heading), chunk_id) for chunk_id, body, heading in rows)
+    conn.executemany("UPDATE chunks SET body_identifiers = ?, heading_identifiers = ? WHERE id = ?",
+                     [row for row in found if row[0] or row[1]])
+    schema.ensure(conn)
+    conn.execute(f"INSERT INTO {schema.EXACT_TABLE}({schema.EXACT_TABLE}) VALUES ('rebuild')")
+
+
 STEPS = (
     Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
     Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
     Step(3, 4, _drop_float_copies, "drops the float copies and bit codes beside the vectors (nothing is embedded"
                                    " again)"),
+    Step(4, 5, _keep_identifiers, "keeps identifiers (snake_case, dotted.names, --flags) whole in the exact table"
+                                  " (rebuilt from the sections; nothing is read again)"),
 )
 _BY_SOURCE = {step.source: step for step in STEPS}
 

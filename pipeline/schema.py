@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
+from pipeline import identifiers
 from pipeline.db import Connection
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # The oldest format the writer of an index run migrates (pipeline/migrations.py holds one step per
 # format from here to FORMAT_VERSION); an older store is refused with `knowledge reset --force`.
 MIGRATES_FROM = 1
@@ -28,11 +29,24 @@ LEGACY_CODE_TABLES = ("chunks_vec_bits", "chunks_vec_f32")
 LEGACY_CODES_TRIGGER = "chunks_vec_bits_ad"
 
 TABLES = ("meta", "documents", "document_fields", "chunks", "chunks_fts", "chunks_fts_exact", "chunks_fts_cjk",
-          "chunks_vocab")
+          "chunks_vocab", "chunks_exact")
 CONTENT_TABLES = ("meta", "documents", "document_fields", "chunks")  # the truth: everything else is derived from them
 FTS_TABLES = ("chunks_fts", "chunks_fts_exact", "chunks_fts_cjk")
 FTS_CJK = "chunks_fts_cjk"  # indexes only the chunks with CJK runs, as its triggers do
 VOCAB_TABLE = "chunks_vocab"
+EXACT_TABLE = "chunks_fts_exact"
+EXACT_VIEW = "chunks_exact"  # the exact table's content: each text's words, then its identifiers
+
+# The exact table (words as written) keeps identifiers whole (pipeline/identifiers.py): `_`, `-` and
+# `.` are token characters there, and it indexes the chunks_exact view: each text with them read as
+# spaces (the words unicode61 alone cuts, so every word and phrase found before is found still),
+# then the identifiers the writer keeps beside it in chunks. docs/architecture.md "Identifiers".
+EXACT_TOKENIZER = f"unicode61 tokenchars '{identifiers.TOKENCHARS}'"
+IDENTIFIER_COLUMNS = ("body_identifiers", "heading_identifiers")
+ADD_IDENTIFIERS_DDL = tuple(f"ALTER TABLE chunks ADD COLUMN {c} TEXT NOT NULL DEFAULT ''" for c in IDENTIFIER_COLUMNS)
+_EXACT_BODY = identifiers.exact_sql("{row}body", "{row}body_identifiers")
+_EXACT_HEADING = identifiers.exact_sql("{row}heading_path", "{row}heading_identifiers")
+
 TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")  # keep every FTS table in step with chunks
 
 # Meta keys: the format version, the vector identity (pipeline/vectors.py) and the code scheme.
@@ -85,17 +99,23 @@ FTS5_PROBE_DDL = (
     "CREATE VIRTUAL TABLE t3 USING fts5(x, tokenize='trigram')",
 )
 
+
+def _exact(row: str) -> str:
+    """The exact table's two values for a row (`new.`, `old.` or '' in the view)."""
+    return f"{_EXACT_BODY.format(row=row)}, {_EXACT_HEADING.format(row=row)}"
+
+
 # The three FTS5 tables follow chunks through these trigger bodies: index a new row, unindex an old one.
-_INDEX_NEW = """\
+_INDEX_NEW = f"""\
     INSERT INTO chunks_fts(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
-    INSERT INTO chunks_fts_exact(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);
+    INSERT INTO chunks_fts_exact(rowid, body, heading_path) VALUES (new.id, {_exact("new.")});
     INSERT INTO chunks_fts_cjk(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';
 """
-_UNINDEX_OLD = """\
+_UNINDEX_OLD = f"""\
     INSERT INTO chunks_fts(chunks_fts, rowid, body, heading_path)
         VALUES ('delete', old.id, old.body, old.heading_path);
     INSERT INTO chunks_fts_exact(chunks_fts_exact, rowid, body, heading_path)
-        VALUES ('delete', old.id, old.body, old.heading_path);
+        VALUES ('delete', old.id, {_exact("old.")});
     INSERT INTO chunks_fts_cjk(chunks_fts_cjk, rowid, cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';
 """
 
@@ -134,13 +154,16 @@ CREATE TABLE IF NOT EXISTS chunks (
     body         TEXT NOT NULL,
     text_hash    TEXT NOT NULL,
     cjk          TEXT NOT NULL DEFAULT '',
+    body_identifiers    TEXT NOT NULL DEFAULT '',
+    heading_identifiers TEXT NOT NULL DEFAULT '',
     UNIQUE (document_id, ordinal)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     body, heading_path, content='chunks', content_rowid='id', tokenize='porter unicode61'
 );
+CREATE VIEW IF NOT EXISTS chunks_exact(id, body, heading_path) AS SELECT id, {_exact("")} FROM chunks;
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_exact USING fts5(
-    body, heading_path, content='chunks', content_rowid='id', tokenize='unicode61'
+    body, heading_path, content='chunks_exact', content_rowid='id', tokenize="{EXACT_TOKENIZER}"
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_cjk USING fts5(
     cjk, content='chunks', content_rowid='id', tokenize='trigram', columnsize=0
@@ -191,6 +214,21 @@ def ensure(conn: Connection) -> None:
     """Create every missing table and trigger, leaving those present as they are (in the caller's transaction)."""
     for statement in _statements():
         conn.execute(statement)
+
+
+def add_identifier_columns(conn: Connection) -> None:
+    """Add format 5's identifier columns to a format 4 chunks table that lacks them (in the caller's transaction)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}
+    for column, ddl in zip(IDENTIFIER_COLUMNS, ADD_IDENTIFIERS_DDL, strict=True):
+        if column not in columns:
+            conn.execute(ddl)
+
+
+def drop_exact(conn: Connection) -> None:
+    """Drop the exact table, its vocabulary and content view (in the caller's transaction; ensure() makes them)."""
+    conn.execute(f"DROP TABLE IF EXISTS {VOCAB_TABLE}")
+    conn.execute(f"DROP TABLE IF EXISTS {EXACT_TABLE}")
+    conn.execute(f"DROP VIEW IF EXISTS {EXACT_VIEW}")
 
 
 def drop_fts_triggers(conn: Connection) -> None:

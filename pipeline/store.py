@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from config.errors import StoreError
 from pipeline import db, front_matter, integrity, migrations, schema
+from pipeline.identifiers import identifiers
 from pipeline.models import Document
 from pipeline.paths import PathBase
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 RECLAIM_SHARE = 0.2  # a removal of at least this share of the documents gives the space back at once
 INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
-CHUNK_ROWS = 500  # chunks per INSERT statement (6 parameters each, well under SQLite's 32,766)
+CHUNK_ROWS = 500  # chunks per INSERT statement (8 parameters each, well under SQLite's 32,766)
 
 
 def _now() -> tuple[str, int]:
@@ -123,13 +124,13 @@ class Store:
 
     def _insert_chunks(self, conn: db.Connection, waiting: list[tuple[int, Document, dict[str, bytes]]]) -> None:
         """Insert the chunks of the waiting documents, in order, CHUNK_ROWS a statement; then their vectors."""
-        rows = [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk)
-                for doc_id, doc, _ in waiting for c in doc.chunks]
+        rows = [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk, identifiers(c.body),
+                 identifiers(c.heading_path)) for doc_id, doc, _ in waiting for c in doc.chunks]
         for start in range(0, len(rows), CHUNK_ROWS):
             part = rows[start : start + CHUNK_ROWS]
             conn.execute(
-                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk) VALUES "
-                + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(part)),
+                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk, body_identifiers,"
+                " heading_identifiers) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(part)),
                 [value for row in part for value in row],
             )
         if self.vector_hook is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from config.errors import KnowledgeError
 from config.settings import Settings
+from pipeline import formats
 from pipeline.files import read_bytes, sha256_hex
 from pipeline.fingerprint import StoredStat, needs_read
 from pipeline.globs import Globs
@@ -47,6 +48,7 @@ class Survey:
         (in `watched`)."""
         self.base = PathBase.at(settings.path_base)
         self.globs = Globs.of(settings.include, settings.exclude)
+        self.extensions = formats.extensions_of(settings.formats)
         self.roots = roots
         self.stored = stored
         self.reindex = reindex
@@ -85,7 +87,7 @@ class Survey:
 
     def _walk(self, root: str, nested: bool) -> Iterator[ToRead]:
         """Walk one root, merging its files with the stored documents under it."""
-        result, files = stream_root(root, self.store_dir, self.globs)
+        result, files = stream_root(root, self.store_dir, self.globs, self.extensions)
         spelled = self.base.stored(result.root)
         rows = self.stored.under(spelled) if result.directory else iter(())
         head = next(rows, None)

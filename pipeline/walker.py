@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import formats
 from pipeline.globs import Globs
 from pipeline.models import Skip
 
-EXTENSIONS = frozenset({".md", ".markdown", ".txt", ".text"})
-MAX_FILE_BYTES = 512 * 1024
+EXTENSIONS = formats.EXTENSIONS  # every format the registry knows; a run may turn some off
+MAX_FILE_BYTES = 512 * 1024  # the markdown and text limit (pipeline/formats has each format's)
+NO_EXTENSION = "(no extension)"
 EXCLUDED_DIRS = frozenset({"memory"})
 BAD_NAME = "file name is not valid UTF-8"
 
@@ -47,6 +50,8 @@ class WalkResult:
     skipped: list[Skip] = field(default_factory=list)
     errors: list[Skip] = field(default_factory=list)
     directory: bool = False  # the root was a directory walked as a tree (not a single file)
+    extensions: frozenset[str] = EXTENSIONS  # those of the formats this run indexes
+    other: Counter[str] = field(default_factory=Counter)  # files of no indexed format, by extension
 
     @property
     def complete(self) -> bool:
@@ -97,23 +102,31 @@ def _identity(directory: Path | None) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def walk_root(root: str, store_dir: Path | None = None, globs: Globs | None = None) -> WalkResult:
+def walk_root(root: str, store_dir: Path | None = None, globs: Globs | None = None,
+              extensions: frozenset[str] = EXTENSIONS) -> WalkResult:
     """Walk one root (a directory or a single file) whole: stream_root's files gathered in its result."""
-    result, files = stream_root(root, store_dir, globs)
+    result, files = stream_root(root, store_dir, globs, extensions)
     result.files = list(files)
     return result
 
 
-def stream_root(root: str, store_dir: Path | None = None,
-                globs: Globs | None = None) -> tuple[WalkResult, Iterator[Found]]:
+def other_formats(counts: Counter[str]) -> str:
+    """One line counting the files of no indexed format by extension: `212 .png, 14 .svg`."""
+    return ", ".join(f"{n} {ext}" for ext, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def stream_root(root: str, store_dir: Path | None = None, globs: Globs | None = None,
+                extensions: frozenset[str] = EXTENSIONS) -> tuple[WalkResult, Iterator[Found]]:
     """Walk one root (a directory or a single file): its result, and an iterator of its eligible files.
 
     The files come depth first, in the byte order of their paths (a directory sorts as its name and
     a slash). The result's skips and errors fill as the iterator runs; they are whole once it is
     exhausted (its `files` stay empty). globs (knowledge.include/exclude) judge the files and
     directories under a directory root; a file named as the root is indexed whatever they say.
+    extensions are those of the formats indexed (knowledge.formats); the other files of a tree are
+    counted by extension and reported as one skip of the root once the walk ends.
     """
-    result = WalkResult(root=root)
+    result = WalkResult(root=root, extensions=extensions)
     if not valid_name(root):
         result.errors.append(Skip(_display(root), BAD_NAME))
         return result, iter(())
@@ -195,6 +208,9 @@ def _walk_tree(base: str, base_stat: os.stat_result, store_id: tuple[int, int] |
             yield child
         elif child is not None:
             pending.append(child)
+    if result.other:
+        result.skipped.append(Skip(result.root.rstrip("/") + "/",
+                                   f"{other_formats(result.other)}: not an indexed format"))
 
 
 def _relative(path: str, root: str) -> str:
@@ -249,14 +265,25 @@ def _refused_directory(name: str, st: os.stat_result, store_id: tuple[int, int] 
 def _consider(path: str, root: str, st: os.stat_result, result: WalkResult, explicit: bool) -> Found | None:
     # root: a tree walk's displayed root (result.root), or the file named as the root itself (explicit)
     name = os.path.basename(path)
-    if os.path.splitext(name)[1].lower() not in EXTENSIONS:
+    ext = formats.extension(name)
+    fmt = formats.BY_EXTENSION.get(ext)
+    if fmt is None or ext not in result.extensions:
         if explicit:
-            result.skipped.append(Skip(_display(path), "not a .md, .markdown, .txt or .text file"))
+            result.skipped.append(Skip(_display(path), _not_indexed(ext, fmt, result.extensions)))
+        else:
+            result.other[ext or NO_EXTENSION] += 1
         return None
     if name.startswith(".") and not explicit:
         result.skipped.append(Skip(_display(path), "dot file"))
         return None
-    if st.st_size > MAX_FILE_BYTES:
-        result.skipped.append(Skip(_display(path), f"too large ({st.st_size} bytes > {MAX_FILE_BYTES})"))
+    if st.st_size > fmt.max_bytes:
+        result.skipped.append(Skip(_display(path), f"too large ({st.st_size} bytes > {fmt.max_bytes})"))
         return None
     return Found(_display(path), _display(root) if explicit else root, st.st_size, st.st_mtime_ns)
+
+
+def _not_indexed(ext: str, fmt: formats.Format | None, extensions: frozenset[str]) -> str:
+    """Why a file named as a root is not read: its format is off, or no format reads it."""
+    if fmt is not None:
+        return f"the {fmt.name} format is turned off (knowledge.formats)"
+    return f"not an indexed format (indexed: {', '.join(sorted(extensions))})"

@@ -31,6 +31,7 @@ import httpx
 
 from config.errors import FetchError, FileSkipped
 from config.urls import WEB_SCHEMES
+from pipeline import formats
 from pipeline.chunker import chunk_text
 from pipeline.fingerprint import StoredStat
 from pipeline.html_text import html_to_text, strip_controls
@@ -45,7 +46,7 @@ TOTAL_SECONDS = 30.0
 USER_AGENT = "knowledge-pipeline/0.1 (documentation indexer)"
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/plain"})
-TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".text")
+TEXT_SUFFIXES = tuple(sorted(formats.extensions_of(formats.PLAIN)))  # read as they are, whatever the format
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
 

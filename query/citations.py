@@ -3,7 +3,8 @@
 Rules come compiled from config.citations; the first whose pattern is found in the path wins.
 Every substituted value is percent-encoded for a URL path (keeping `/`), an unmatched group is
 empty, and a citation left ending in a bare `#` loses it. `${anchor}` is the github-slugger slug
-of the section's own heading, the fragment GitHub, Hugo and Docusaurus generate.
+of the section's own heading, the fragment GitHub, Hugo and Docusaurus generate (`page=N` for a
+PDF's page section, the fragment PDF viewers open).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import quote
 from config.citations import Capture, CitationRule, Literal, Reserved, compile_rules
 from config.settings import Settings
 from pipeline.chunker import BREADCRUMB_SEP
+from pipeline.formats import page_anchor
 
 # General categories github-slugger keeps: letters, marks, decimal and letter numbers, connector
 # punctuation; plus the plain space (turned into `-`) and the plain hyphen.
@@ -45,13 +47,13 @@ def own_heading(breadcrumb: str | None) -> str:
     return breadcrumb.rsplit(BREADCRUMB_SEP, 1)[-1].strip()
 
 
-def _encode(value: str) -> str:
+def _encode(value: str, safe: str = "/") -> str:
     """Percent-encode a value for a URL path, leaving `/` alone; never raises on odd surrogates."""
     try:
         raw = value.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         raw = value.encode("utf-8", "surrogatepass")
-    return quote(raw, safe="/")
+    return quote(raw, safe=safe)
 
 
 class CitationMapper:
@@ -76,7 +78,7 @@ class CitationMapper:
         reserved = {
             "ordinal": "" if ordinal is None else str(ordinal),
             "heading": title,
-            "anchor": slug(title),
+            "anchor": page_anchor(path, title) or slug(title),
         }
         return self._map(path, reserved)
 
@@ -105,7 +107,8 @@ class CitationMapper:
                 elif isinstance(token, Capture):
                     parts.append(_encode(match.group(token.group) or ""))
                 elif isinstance(token, Reserved):
-                    parts.append(_encode(reserved[token.name]))
+                    # an anchor keeps its `=` (a slug has none; a PDF page's is `page=N`)
+                    parts.append(_encode(reserved[token.name], "/=" if token.name == "anchor" else "/"))
             citation = "".join(parts)
             return citation[:-1] if citation.endswith("#") else citation
         return None

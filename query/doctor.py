@@ -52,7 +52,7 @@ def failed_fatally(checks: list[Check]) -> bool:
 
 def run_checks(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Check]:
     """Run every check in order; never raises for a broken store or server."""
-    checks = [_config(settings), *_paths(settings), *_sqlite()]
+    checks = [_config(settings), formats_check(settings), *_paths(settings), *_sqlite()]
     meta, store_checks = _store(settings)
     checks += store_checks
     checks.append(_integrity(settings))
@@ -63,6 +63,25 @@ def run_checks(settings: Settings, environ: Mapping[str, str] | None = None) -> 
 def _config(settings: Settings) -> Check:
     where = str(settings.config_path) if settings.config_path else "none (defaults and KNOWLEDGE_* variables)"
     return Check("config", OK, f"{where}; store {settings.db_path}")
+
+
+def formats_check(settings: Settings) -> Check:
+    """The formats knowledge.formats turns on, each with its library's version; warn when one is missing."""
+    from pipeline import formats
+
+    shown, missing = [], []
+    for fmt in formats.FORMATS:
+        if fmt.name not in settings.formats:
+            continue
+        version = formats.library_version(fmt)
+        shown.append(fmt.name if fmt.library is None else f"{fmt.name} ({fmt.library} {version})")
+        if version == "missing":
+            missing.append(fmt.library or fmt.name)
+    off = [f.name for f in formats.FORMATS if f.name not in settings.formats]
+    detail = ", ".join(shown) + (f"; off: {', '.join(off)}" if off else "")
+    if missing:
+        return Check("formats", WARN, f"{detail}; not installed: {', '.join(missing)} (those files are skipped)")
+    return Check("formats", OK, detail)
 
 
 def _paths(settings: Settings) -> list[Check]:

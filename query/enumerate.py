@@ -19,7 +19,9 @@ from config.errors import QueryError
 from config.instruments import TIER, instruments
 from config.observability import traced
 from config.settings import Settings
+from pipeline import schema
 from pipeline.db import Connection
+from pipeline.identifiers import written_form
 from query.filters import Filter
 from query.generation import Generation
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
@@ -231,6 +233,11 @@ def fts_expression(term: Term, column: str | None) -> str:
     return f"{{{column}}} : {phrase}" if column else phrase
 
 
+def written_term(term: Term) -> Term:
+    """The term as the exact table holds it: one identifier (`model_validator`) whole, any other by its words."""
+    return Term(written_form(term.text, term.phrase), term.phrase, term.field, term.negated, term.cjk)
+
+
 def term_documents(conn: Connection, term: Term, table: str = "chunks_fts") -> dict[int, DocumentHits]:
     """The documents one term matches (in any form), with per-column chunk counts."""
     if term.cjk:
@@ -320,7 +327,7 @@ def report(conn: Connection, term: Term, any_form: int, generation: Generation |
 def _written_and_forms(conn: Connection, term: Term) -> tuple[int, str, tuple[str, ...]]:
     """(documents holding the term as written, its stem, the index's other forms of it)."""
     column = _SCOPES[term.field][0] if term.field else None
-    as_written = document_count(conn, "chunks_fts_exact", fts_expression(term, column))
+    as_written = document_count(conn, schema.EXACT_TABLE, fts_expression(written_term(term), column))
     words = [w.lower() for w in WORD.findall(term.text)]
     stems = STEMMER.stems(words)
     stem = " ".join(stems[w] for w in words)

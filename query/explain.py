@@ -10,15 +10,22 @@ and `feedback` says how many moved it. In a
 hybrid ranking each tier adds 1/(RRF_K + rank) to the fused score, and its share is that part over
 the whole. `demoted` is true when the hit was moved down because its document already had
 PER_DOCUMENT sections above it (query/fusion.py), so it may follow hits of lower score.
+
+The explanation is the trace the ranking stages leave (query/rank/): the tiers' candidates give the
+ranks and scores (negated back to the tiers' own measures: bm25 and distance, lower is better), the
+diversity stage's notes give `demoted`, and what any other stage said about a hit goes in `stages`
+(name: note), present only when one did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from query.fusion import PER_DOCUMENT, RRF_K
+
+Note = str | int | float | bool  # what a ranking stage says about one hit
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class Explain:
     vector_distance: float | None = None
     demoted: bool = False  # moved down by document diversity
     feedback: int = 0  # sections whose vectors moved the query that re-scored the candidates (0: the query alone)
+    stages: tuple[tuple[str, Note], ...] = ()  # what other ranking stages said about the hit, in their order
 
     def to_json(self) -> dict[str, Any]:
         """The `explain` object of a hit."""
@@ -58,6 +66,8 @@ class Explain:
                 "lexical_share": round(parts["lexical"] / total, 4) if total else 0.0,
                 "vector_share": round(parts["vector"] / total, 4) if total else 0.0,
             }
+        if self.stages:
+            out["stages"] = dict(self.stages)
         return out
 
     def line(self) -> str:
@@ -79,14 +89,18 @@ class Explain:
                          f" + vector {rrf['vector_share']:.0%}")
         if self.demoted:
             parts.append(f"demoted (its document has {PER_DOCUMENT} sections above)")
+        parts += [f"{name} {note}" for name, note in self.stages]
         return "explain: " + ", ".join(parts)
 
 
 def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]],
-                 fused: bool, demoted: Collection[int] = (), feedback: int = 0) -> dict[int, Explain]:
-    """Each chunk id of either ranking with its explanation (ranks 1-based, as RRF counts them).
+                 fused: bool, demoted: Collection[int] = (), feedback: int = 0,
+                 stages: Sequence[tuple[str, Mapping[int, Note]]] = ()) -> dict[int, Explain]:
+    """Each chunk id of either tier with its explanation (ranks 1-based, as RRF counts them).
 
-    demoted: the ids document diversity moved down; feedback: the sections that moved the query vector.
+    lexical and vector hold the tiers' own measures (bm25, distance: lower is better); demoted: the
+    ids document diversity moved down; feedback: the sections that moved the query vector; stages:
+    what other stages said about some hits, by stage name.
     """
     lexical_at = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
     vector_at = {cid: (rank, distance) for rank, (cid, distance) in enumerate(vector, start=1)}
@@ -94,6 +108,7 @@ def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Seq
     for cid in {*lexical_at, *vector_at}:
         lex = lexical_at.get(cid)
         vec = vector_at.get(cid)
+        said = tuple((name, about[cid]) for name, about in stages if cid in about)
         out[cid] = Explain(ranking, lex[0] if lex else None, lex[1] if lex else None, fused,
-                           vec[0] if vec else None, vec[1] if vec else None, cid in demoted, feedback)
+                           vec[0] if vec else None, vec[1] if vec else None, cid in demoted, feedback, said)
     return out

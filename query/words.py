@@ -149,6 +149,10 @@ def document_counts(reader: Reader, words: list[str], stems: dict[str, str]) -> 
     with reader.instances() as bulk:
         exact = _bulk_counts(bulk, "chunks_fts_exact")
         stemmed = _bulk_counts(bulk, "chunks_fts")
+    # An identifier's stem is several porter tokens (`model_validator`: "model valid"), which no
+    # instance row holds: its documents in any form are those of the phrase, as match counts them.
+    phrases = {stems[w]: w for w in words if " " in stems[w]}
+    stemmed.update({stem: document_count(conn, "chunks_fts", quote(w)) for stem, w in phrases.items()})
     return {w: (exact.get(w, 0), stemmed.get(stems[w], 0)) for w in words}
 
 

@@ -155,10 +155,12 @@ READ_COMMANDS = (["search", "alpha"], ["show", "docs/a.md#0"], ["show", "docs/a.
                  ["sources", "--json"], ["stats"])
 # What a read command on a lexical store must not load: the write side, the servers, logging, the HTTP
 # client, rich (only the commands that draw a table import it, when they draw one), OpenTelemetry
-# without an exporter, the walker, and the interpreter's own sqlite3 beside pysqlite3.
+# without an exporter, the walker, the interpreter's own sqlite3 beside pysqlite3, and the format
+# extractors' libraries (docutils, pypdf, python-docx and its lxml: the ingest workers alone read files).
 NOT_FOR_READS = ("dramatiq", "redis", "mcp", "starlette", "uvicorn", "structlog", "rich", "httpx", "workers",
                  "opentelemetry", "prometheus_client", "logging", "sqlite3", "pipeline.walker", "query.explain",
-                 "numpy", "pipeline.kmeans")
+                 "numpy", "pipeline.kmeans", "docutils", "pypdf", "docx", "lxml", "pipeline.formats.rst",
+                 "pipeline.formats.pdf", "pipeline.formats.word")
 
 
 def _loaded_by(argv: list[str], names: tuple[str, ...], tmp_path: Path) -> list[str]:

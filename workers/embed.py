@@ -42,7 +42,8 @@ from pipeline.vectors import (
     to_blob,
 )
 from workers import tally
-from workers.ledger.protocol import Ledger, Outcome
+from workers.ledger import Ledger
+from workers.ledger.protocol import Outcome
 from workers.payloads import DocumentItem, EmbedWork, Item
 from workers.queues import Actors
 from workers.runtime import Runtime

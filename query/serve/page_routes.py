@@ -26,13 +26,13 @@ from config.settings import MAX_TOP_K, Settings
 from query.enumerate import DEFAULT_LIMIT
 from query.highlight import excerpt, marks
 from query.match_query import scrub
+from query.rank.parsed import parse_query
 from query.requests import MatchRequest, SearchRequest, ShowRequest
 from query.serve import page
 from query.serve.page_sessions import LoginLimiter, Sessions, same
 from query.service import QueryService
 from query.status import Status
 from query.terminal import FORMATTING_TAGS, preview_text
-from query.terms import build_query
 
 COOKIE = "knowledge_session"
 SHOW_PREFIX = "/show/"
@@ -134,7 +134,7 @@ class Site:
         answer = self.service.search(SearchRequest(
             state.q, state.top_k, _one(keywords.get("path")), _one(keywords.get("root")),
             _one(keywords.get("where")), bool(keywords.get("explain"))))
-        query = build_query(state.q)
+        query = (answer.response.query or parse_query(state.q)).lexical  # the query as search read it
         # no mkdocs markup nor formatting tags; another tag (<script>) is shown as text, escaped
         snippets = [excerpt(preview_text(h.content, FORMATTING_TAGS), query) for h in answer.hits]
         trails = [marks(h.section, query) for h in answer.hits]

@@ -13,7 +13,7 @@ import pytest
 import pipeline.survey
 from pipeline import db
 from pipeline.globs import Globs
-from pipeline.walker import MAX_FILE_BYTES, Found, WalkResult, stream_root
+from pipeline.walker import EXTENSIONS, MAX_FILE_BYTES, Found, WalkResult, stream_root
 from tests.conftest import write_tree
 
 RunCli = Callable[..., tuple[int, str, str]]
@@ -38,9 +38,9 @@ def after_walk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[
     """Run a change to the tree once, right after the walk and before any file is read."""
     changes: list[Callable[[], None]] = []
 
-    def walk_then_change(root: str, store_dir: Path | None = None,
-                         globs: Globs | None = None) -> tuple[WalkResult, Iterator[Found]]:
-        result, files = stream_root(root, store_dir, globs)
+    def walk_then_change(root: str, store_dir: Path | None = None, globs: Globs | None = None,
+                         extensions: frozenset[str] = EXTENSIONS) -> tuple[WalkResult, Iterator[Found]]:
+        result, files = stream_root(root, store_dir, globs, extensions)
         walked = list(files)
         while changes:
             changes.pop()()

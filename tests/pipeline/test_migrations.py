@@ -12,7 +12,40 @@ from pipeline import db, migrations, schema
 from tests.conftest import write_tree
 
 RunCli = Callable[..., tuple[int, str, str]]
-DOCS = {"docs/a.md": "# A\n\nalpha\n", "docs/fm.md": "---\nowner: alice\n---\n# Owned\n\nbravo\n"}
+DOCS = {"docs/a.md": "# A\n\nalpha\n", "docs/fm.md": "---\nowner: alice\n---\n# Owned\n\nbravo\n",
+        "docs/ident.md": "# Validators\n\nDecorate it with model_validator.\n",
+        "docs/words.md": "# Words\n\nThe model validator runs after the model.\n"}
+
+# Format 4's exact table: plain unicode61 over chunks itself, kept in step by these trigger bodies.
+_FORMAT_4_EXACT = ("CREATE VIRTUAL TABLE chunks_fts_exact USING fts5(body, heading_path, content='chunks',"
+                   " content_rowid='id', tokenize='unicode61')")
+_FORMAT_4_TRIGGERS = {
+    "chunks_ai": "AFTER INSERT ON chunks BEGIN {new} END",
+    "chunks_ad": "AFTER DELETE ON chunks BEGIN {old} END",
+    "chunks_au": "AFTER UPDATE ON chunks BEGIN {old} {new} END",
+}
+_FORMAT_4_NEW = (
+    "INSERT INTO chunks_fts(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);"
+    " INSERT INTO chunks_fts_exact(rowid, body, heading_path) VALUES (new.id, new.body, new.heading_path);"
+    " INSERT INTO chunks_fts_cjk(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';")
+_FORMAT_4_OLD = (
+    "INSERT INTO chunks_fts(chunks_fts, rowid, body, heading_path) VALUES ('delete', old.id, old.body,"
+    " old.heading_path); INSERT INTO chunks_fts_exact(chunks_fts_exact, rowid, body, heading_path)"
+    " VALUES ('delete', old.id, old.body, old.heading_path); INSERT INTO chunks_fts_cjk(chunks_fts_cjk, rowid,"
+    " cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';")
+
+
+def _as_format_4(conn: db.Connection, workdir: Path) -> None:
+    """Undo 4 -> 5: no identifier columns, the exact table plain unicode61 over chunks (identifiers split)."""
+    schema.drop_fts_triggers(conn)
+    schema.drop_exact(conn)
+    for column in schema.IDENTIFIER_COLUMNS:
+        conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
+    conn.execute(_FORMAT_4_EXACT)
+    conn.execute("INSERT INTO chunks_fts_exact(chunks_fts_exact) VALUES ('rebuild')")
+    conn.execute("CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts_exact, 'row')")
+    for name, body in _FORMAT_4_TRIGGERS.items():
+        conn.execute(f"CREATE TRIGGER {name} " + body.format(new=_FORMAT_4_NEW, old=_FORMAT_4_OLD))
 
 
 def _as_format_3(conn: db.Connection, workdir: Path) -> None:
@@ -47,7 +80,9 @@ def _as_format_1(conn: db.Connection, workdir: Path) -> None:
 
 # The inverse of each step, by its source format: a store of format N is the current one taken back
 # through every step from the current format down to N.
-UNDO: dict[int, Callable[[db.Connection, Path], None]] = {3: _as_format_3, 2: _as_format_2, 1: _as_format_1}
+UNDO: dict[int, Callable[[db.Connection, Path], None]] = {
+    4: _as_format_4, 3: _as_format_3, 2: _as_format_2, 1: _as_format_1,
+}
 OLDER = list(range(schema.MIGRATES_FROM, schema.FORMAT_VERSION))
 
 
@@ -67,6 +102,19 @@ def _downgrade(db_path: Path, workdir: Path, version: int) -> None:
         schema.write_meta(conn, {schema.FORMAT_VERSION_KEY: str(version)})
     finally:
         conn.close()
+
+
+def _as_written(run_cli: RunCli, query: str) -> tuple[int, int]:
+    code, out, err = run_cli("match", query, "--json")
+    assert code == 0, out + err
+    (term,) = json.loads(out)["terms"]
+    return term["documents_as_written"], term["documents_any_form"]
+
+
+def _words(run_cli: RunCli, pattern: str) -> list[str]:
+    code, out, err = run_cli("words", pattern, "--json")
+    assert code == 0, out + err
+    return [w["word"] for w in json.loads(out)["words"]]
 
 
 def _search(run_cli: RunCli, *args: str) -> list[str]:
@@ -97,8 +145,13 @@ def test_a_store_of_each_older_format_is_refused_then_migrated_to_the_current_by
     finally:
         conn.close()
     code, out, err = run_cli("sources", "--json")
-    assert code == 0 and sorted(d["path"] for d in json.loads(out)["documents"]) == ["docs/a.md", "docs/fm.md"]
+    assert code == 0 and sorted(d["path"] for d in json.loads(out)["documents"]) == sorted(
+        ["docs/a.md", "docs/fm.md", "docs/ident.md", "docs/words.md"])
     assert _search(run_cli, "alpha") == ["docs/a.md"]
+    assert _as_written(run_cli, "model_validator") == (1, 2)  # the exact table holds the identifier whole
+    assert _as_written(run_cli, "model") == (2, 2)  # and still its words
+    assert _words(run_cli, "^model_valid") == ["model_validator"]
+    assert sorted(_search(run_cli, "model", "validator")) == ["docs/ident.md", "docs/words.md"]
     assert _search(run_cli, "alice") == []  # the front-matter block is a field again, not text
     assert _search(run_cli, "bravo", "--where", "owner=alice") == ["docs/fm.md"]
 

@@ -9,14 +9,15 @@ from typing import Any
 import pytest
 
 import pipeline.walker
+from pipeline.formats import extensions_of
 from pipeline.walker import MAX_FILE_BYTES, walk_root
 from tests.conftest import write_tree
 
 
-def test_only_markdown_and_text_files_are_walked_with_forward_slash_paths(workdir: Path) -> None:
+def test_with_markdown_and_text_on_only_they_are_walked_with_forward_slash_paths(workdir: Path) -> None:
     write_tree(workdir, {"docs/a.md": "a", "docs/b.markdown": "b", "docs/c.txt": "c", "docs/d.text": "d",
                          "docs/e.rst": "e", "docs/sub/f.MD": "f"})
-    result = walk_root("./docs/")
+    result = walk_root("./docs/", extensions=extensions_of(("markdown", "text")))
     assert result.root == "docs"
     assert [f.path for f in result.files] == ["docs/a.md", "docs/b.markdown", "docs/c.txt", "docs/d.text",
                                               "docs/sub/f.MD"]

@@ -16,7 +16,8 @@ import redis
 from pipeline.embeddings import RetryPolicy
 from tests.embedserver import EmbedServer
 from workers.ledger import InMemoryLedger
-from workers.ledger.redis_ledger import RedisLedger
+from workers.ledger.memory import MemoryPrimitives
+from workers.ledger.redis_ledger import RedisLedger, RedisPrimitives
 
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379
@@ -70,6 +71,17 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[object]:
     client: redis.Redis = request.getfixturevalue("redis_client")
     namespace: str = request.getfixturevalue("redis_namespace")
     yield RedisLedger(client, namespace)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def primitives(request: pytest.FixtureRequest) -> Iterator[object]:
+    """Each twin of the ledger's primitives in turn (Redis on a fresh namespace)."""
+    if request.param == "memory":
+        yield MemoryPrimitives()
+        return
+    client: redis.Redis = request.getfixturevalue("redis_client")
+    namespace: str = request.getfixturevalue("redis_namespace")
+    yield RedisPrimitives(client, namespace)
 
 
 EMBED_DIM = 16

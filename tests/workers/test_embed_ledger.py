@@ -96,3 +96,13 @@ def test_documents_with_every_vector_count_as_unwritten_until_settled(ledger) ->
     assert ledger.backlog.backlog_state("r1", "").unwritten == 1
     ledger.backlog.drop_vectors("r1", "d1")
     assert ledger.backlog.backlog_state("r1", "").unwritten == 0
+
+
+def test_a_document_settled_by_a_step_killed_midway_stops_counting_as_unwritten_at_the_next_put(ledger) -> None:
+    ledger.start("r1", {})
+    ledger.backlog.expect_vectors("r1", {"d1": 1})
+    assert ledger.backlog.put_vectors("r1", [("d1", 0, V1)], []) == ["d1"]
+    ledger.store.set_add("run:r1:emb:settled", ["d1"], 60)  # drop_vectors killed after its first step
+    assert ledger.backlog.backlog_state("r1", "").unwritten == 1
+    assert ledger.backlog.put_vectors("r1", [("d1", 0, V2)], ["d1"]) == []
+    assert ledger.backlog.backlog_state("r1", "").unwritten == 0 and ledger.backlog.vectors("r1", "d1") == {0: V1}

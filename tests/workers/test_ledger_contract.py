@@ -36,6 +36,16 @@ def test_a_run_is_done_only_when_every_walked_file_is_accounted_for(ledger) -> N
     assert summary.done and summary.skipped == [{"path": "docs/b.md", "reason": "binary file"}]
 
 
+def test_a_redelivered_record_writes_the_reason_a_crash_lost_and_counts_nothing_more(ledger) -> None:
+    _walk(ledger)
+    # a worker killed between the record's two steps: the outcome is in, its reason is not
+    ledger.store.hash_first("run:r1:out", {"docs/b.md": "failed"}, 60, counts="run:r1:cnt")
+    assert ledger.summary("r1").failures == []
+    ledger.record("r1", [("docs/b.md", "failed", "boom")])
+    summary = ledger.summary("r1")
+    assert summary.failures == [{"path": "docs/b.md", "reason": "boom"}] and summary.counts["failed"] == 1
+
+
 def test_walk_skips_and_read_skips_are_listed_together(ledger) -> None:
     _walk(ledger)
     ledger.skip("r1", [("docs/big.md", "larger than 10 MB")])
@@ -152,7 +162,7 @@ def test_the_run_lock_admits_one_run_and_names_it(redis_client: redis.Redis, red
     assert ledger.run_lock.acquire("r2", 5_000) == "r1"
     assert ledger.run_lock.refresh("r2") is False and ledger.run_lock.release("r2") is False
     assert ledger.run_lock.refresh("r1", 60_000) is True
-    assert 5_000 < redis_client.pttl(ledger.run_lock.key) <= 60_000
+    assert 5_000 < redis_client.pttl(f"{redis_namespace}:run-lock") <= 60_000
     ledger.start("r1", {})
     ledger.finish("r1", "complete", 0, 0, 0, None)
     assert ledger.run_lock.holder() is None
@@ -165,7 +175,7 @@ def test_a_run_left_running_without_its_lock_is_abandoned_by_the_next(
     ledger = RedisLedger(redis_client, redis_namespace)
     assert ledger.run_lock.acquire("r1", 5_000) is None
     _walk(ledger, "r1")
-    redis_client.delete(ledger.run_lock.key)  # the lock expired: its CLI and workers went away
+    redis_client.delete(f"{redis_namespace}:run-lock")  # the lock expired: its CLI and workers went away
     assert ledger.run_lock.acquire("r2", 5_000) is None
     old = ledger.summary("r1")
     assert old.state == "failed" and "r2" in (old.error or "")

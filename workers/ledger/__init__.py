@@ -1,15 +1,10 @@
-"""The run ledger: its protocol and the in-process implementation (RedisLedger, in
+"""The run ledger: its rules on atomic primitives and the in-process twin (RedisLedger, in
 workers/ledger/redis_ledger.py, is imported only by the distributed shape)."""
 
+from workers.ledger.backlog import Backlog
+from workers.ledger.duties import Presence, Replies, RunLock
 from workers.ledger.memory import InMemoryLedger
-from workers.ledger.protocol import (
-    Backlog,
-    BacklogState,
-    Ledger,
-    Presence,
-    Replies,
-    RunLock,
-    RunSummary,
-)
+from workers.ledger.protocol import BacklogState, RunSummary
+from workers.ledger.runs import Ledger
 
 __all__ = ["Backlog", "BacklogState", "InMemoryLedger", "Ledger", "Presence", "Replies", "RunLock", "RunSummary"]

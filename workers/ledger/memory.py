@@ -1,159 +1,317 @@
-"""The run ledger held in this process (the embedded default): the twin of RedisLedger."""
+"""The primitives held in this process (the in-process default), and the ledger on them: RedisPrimitives' twin."""
 
 from __future__ import annotations
 
+import json
 import threading
-from collections import Counter
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.ledger.memory_backlog import MemoryBacklog
-from workers.ledger.memory_duties import MemoryPresence, MemoryReplies, MemoryRunLock
-from workers.ledger.protocol import OUTCOME_NAMES, Outcome, RunSummary, Wire
+from workers.ledger.primitives import Batch, Op, Value, encode
+from workers.ledger.runs import TTL_SECONDS, Ledger
+
+
+class Held(bytes):
+    """A JSON value kept as the object itself (packed by reference: no encoding, no copy)."""
+
+    value: Any
 
 
 @dataclass
-class RunState:
-    """One run as InMemoryLedger holds it."""
+class MemoryLog:
+    """One log: live values by position, the live position of each slot, the positions of each name."""
 
-    info: dict[str, Any] = field(default_factory=dict)
-    state: str = "running"
-    total: int = 0
-    walked: bool = False
-    outcomes: dict[str, str] = field(default_factory=dict)  # path -> first recorded outcome
-    walk_unchanged: int = 0  # files the walk found unchanged by stat (counted, never listed)
-    reasons: dict[str, str] = field(default_factory=dict)  # path -> reason of a failure or skip
-    skips: dict[str, str] = field(default_factory=dict)  # path -> reason the walk skipped it
-    staged: dict[str, list[Wire]] = field(default_factory=dict)
-    removals: list[str] = field(default_factory=list)  # stored paths the walk's complete roots no longer hold
-    finished: bool = False
-    removed: int = 0
-    files: int = 0
-    chunks: int = 0
-    error: str | None = None
-
-    def summary(self, run_id: str) -> RunSummary:
-        """A snapshot of the run."""
-        counts = Counter(self.outcomes.values())
-        counts["unchanged"] += self.walk_unchanged
-        skipped = {**self.skips,
-                   **{p: self.reasons.get(p, "") for p, o in self.outcomes.items() if o == "skipped"}}
-        return RunSummary(
-            run_id=run_id,
-            state=self.state,
-            total=self.total,
-            walked=self.walked,
-            counts={k: counts.get(k, 0) for k in OUTCOME_NAMES},
-            removed=self.removed,
-            files=self.files,
-            chunks=self.chunks,
-            skipped=[{"path": p, "reason": r} for p, r in sorted(skipped.items())],
-            failures=[{"path": p, "reason": self.reasons.get(p, "")}
-                      for p, o in sorted(self.outcomes.items()) if o == "failed"],
-            error=self.error,
-            info=dict(self.info),
-        )
+    length: int = 0
+    items: dict[int, bytes] = field(default_factory=dict)
+    slots: dict[str, int] = field(default_factory=dict)
+    slot_of: dict[int, str] = field(default_factory=dict)
+    names: dict[str, list[int]] = field(default_factory=dict)
 
 
-class InMemoryLedger:
-    """The run ledger of the embedded default: the same contract as RedisLedger, held in this process."""
+class MemoryPrimitives:
+    """Every primitive under one lock; a key past its deadline is gone (checked when it is touched)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._runs: dict[str, RunState] = {}
-        self.backlog = MemoryBacklog()
-        self.run_lock = MemoryRunLock()
-        self.presence = MemoryPresence()
-        self.replies = MemoryReplies()
+        self._lock = threading.RLock()  # a batch runs primitives under it
+        self._values: dict[str, bytes] = {}
+        self._hashes: dict[str, dict[str, bytes]] = {}
+        self._sets: dict[str, set[str]] = {}
+        self._stamps: dict[str, dict[str, float]] = {}
+        self._logs: dict[str, MemoryLog] = {}
+        self._deadlines: dict[str, float] = {}
 
-    def _run(self, run_id: str) -> RunState:
-        return self._runs.setdefault(run_id, RunState())
+    def _kinds(self) -> tuple[dict[str, Any], ...]:
+        return self._values, self._hashes, self._sets, self._stamps, self._logs
 
-    def start(self, run_id: str, info: dict[str, Any]) -> None:
-        """Create the run."""
+    def _drop(self, key: str) -> None:
+        for kind in self._kinds():
+            kind.pop(key, None)
+        self._deadlines.pop(key, None)
+
+    def _live(self, key: str) -> None:
+        """Forget key if its deadline has passed."""
+        deadline = self._deadlines.get(key)
+        if deadline is not None and deadline <= time.monotonic():
+            self._drop(key)
+
+    def _tidy(self, key: str, container: Any, ttl: float | None = None) -> None:
+        """Drop an empty container (as Redis does) or set its ttl."""
+        if not container:
+            self._drop(key)
+        elif ttl is not None:
+            self._deadlines[key] = time.monotonic() + ttl
+
+    def _hash(self, key: str, create: bool = False) -> dict[str, bytes]:
+        self._live(key)
+        return self._hashes.setdefault(key, {}) if create else self._hashes.get(key, {})
+
+    def _set(self, key: str, create: bool = False) -> set[str]:
+        self._live(key)
+        return self._sets.setdefault(key, set()) if create else self._sets.get(key, set())
+
+    def _log(self, key: str, create: bool = False) -> MemoryLog:
+        self._live(key)
+        return self._logs.setdefault(key, MemoryLog()) if create else self._logs.get(key, MemoryLog())
+
+    def batch(self) -> Batch:
+        """Writes run together under the lock when the block ends."""
+        return Batch(self._apply)
+
+    def _apply(self, ops: list[Op]) -> None:
         with self._lock:
-            self._run(run_id).info = dict(info)
+            for name, args in ops:
+                getattr(self, name)(*args)
 
-    def walked(self, run_id: str, total: int, unchanged: int, removals: list[str]) -> None:
-        """Record the finished walk: how many files it found, how many of them are unchanged by stat, and
-        the stored paths to remove when the run finishes."""
-        with self._lock:
-            run = self._run(run_id)
-            run.walk_unchanged += unchanged
-            run.removals = list(removals)
-            run.total = total
-            run.walked = True
+    def pack(self, value: Any) -> bytes:
+        """The value itself, behind a bytes handle."""
+        held = Held()
+        held.value = value
+        return held
 
-    def record(self, run_id: str, outcomes: list[Outcome]) -> None:
-        """Record (path, outcome, reason) triples; the first outcome of a path wins."""
-        with self._lock:
-            run = self._run(run_id)
-            for path, outcome, reason in outcomes:
-                if path not in run.outcomes:
-                    run.outcomes[path] = outcome
-                    if reason:
-                        run.reasons[path] = reason
+    def unpack(self, data: bytes) -> Any:
+        """The value pack held."""
+        return data.value if isinstance(data, Held) else json.loads(data)
 
-    def skip(self, run_id: str, skips: list[tuple[str, str]]) -> None:
-        """Record paths skipped before reading (walk-time), with reasons."""
+    def get(self, key: str) -> bytes | None:
+        """The value under key."""
         with self._lock:
-            self._run(run_id).skips.update(dict(skips))
+            self._live(key)
+            return self._values.get(key)
 
-    def stage(self, run_id: str, key: str, payload: list[Wire]) -> None:
-        """Hold a payload for the writer under key."""
+    def put(self, key: str, value: Value, ttl: float, new: bool = False) -> bool:
+        """Set key to value for ttl seconds (only if absent when new); whether it was set."""
         with self._lock:
-            self._run(run_id).staged[key] = payload
-
-    def staged(self, run_id: str, key: str) -> list[Wire] | None:
-        """The payload under key, or None if it was already applied."""
-        with self._lock:
-            return self._run(run_id).staged.get(key)
-
-    def unstage(self, run_id: str, key: str) -> None:
-        """Drop an applied payload."""
-        with self._lock:
-            self._run(run_id).staged.pop(key, None)
-
-    def staged_count(self, run_id: str) -> int:
-        """How many payloads of the run are staged and not applied yet."""
-        with self._lock:
-            return len(self._run(run_id).staged)
-
-    def removals(self, run_id: str) -> list[str]:
-        """The stored paths the walk's complete roots no longer hold."""
-        with self._lock:
-            return list(self._run(run_id).removals)
-
-    def claim_finish(self, run_id: str) -> bool:
-        """True exactly once for a running run: the caller runs the finishing step."""
-        with self._lock:
-            run = self._run(run_id)
-            if run.finished or run.state != "running":
+            self._live(key)
+            if new and key in self._values:
                 return False
-            run.finished = True
+            self._values[key] = encode(value)
+            self._deadlines[key] = time.monotonic() + ttl
             return True
 
-    def finish(self, run_id: str, state: str, removed: int, files: int, chunks: int, error: str | None) -> None:
-        """Close the run with its final state and store totals, and release its run lock."""
+    def _if_holds(self, key: str, value: Value, ttl: float | None) -> bool:
+        """Refresh key (or delete it, ttl None) if it holds value."""
         with self._lock:
-            run = self._run(run_id)
-            run.state, run.removed, run.files, run.chunks, run.error = state, removed, files, chunks, error
-        self.run_lock.release(run_id)
+            self._live(key)
+            if self._values.get(key) != encode(value):
+                return False
+            if ttl is None:
+                self._drop(key)
+            else:
+                self._deadlines[key] = time.monotonic() + ttl
+            return True
 
-    def fail(self, run_id: str, error: str) -> None:
-        """Mark a still-running run failed; a later finish of it is refused."""
-        with self._lock:
-            run = self._run(run_id)
-            if run.state == "running":
-                run.state, run.error, run.finished = "failed", error, True
+    def refresh_if(self, key: str, value: Value, ttl: float) -> bool:
+        """Give key a new ttl if it holds value."""
+        return self._if_holds(key, value, ttl)
 
-    def summary(self, run_id: str) -> RunSummary:
-        """A snapshot of the run."""
-        with self._lock:
-            return self._run(run_id).summary(run_id)
+    def delete_if(self, key: str, value: Value) -> bool:
+        """Delete key if it holds value."""
+        return self._if_holds(key, value, None)
 
-    def recent(self, limit: int = 10) -> list[RunSummary]:
-        """The most recent runs, newest first."""
+    def delete(self, keys: list[str]) -> None:
+        """Delete keys of any kind."""
         with self._lock:
-            ids = list(self._runs)[-limit:][::-1]
-            return [self._runs[i].summary(i) for i in ids]
+            for key in keys:
+                self._drop(key)
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every key whose name starts with prefix."""
+        with self._lock:
+            for key in [k for kind in self._kinds() for k in kind if k.startswith(prefix)]:
+                self._drop(key)
+
+    def expire(self, key: str, ttl: float) -> None:
+        """Give an existing key a new ttl."""
+        with self._lock:
+            self._live(key)
+            if any(key in kind for kind in self._kinds()):
+                self._deadlines[key] = time.monotonic() + ttl
+
+    def hash_put(self, key: str, mapping: dict[str, Value], ttl: float) -> None:
+        """Set fields of a hash and its ttl."""
+        with self._lock:
+            fields = self._hash(key, create=True)
+            fields.update({f: encode(v) for f, v in mapping.items()})
+            self._tidy(key, fields, ttl)
+
+    def hash_first(self, key: str, mapping: dict[str, Value], ttl: float, counts: str | None = None) -> list[bytes]:
+        """Set each field not set yet (the first value wins), counting those set in hash `counts`; the values held."""
+        with self._lock:
+            fields = self._hash(key, create=True)
+            tally = self._hash(counts, create=True) if counts is not None else {}
+            held: list[bytes] = []
+            for name, value in mapping.items():
+                if name not in fields:
+                    fields[name] = encode(value)
+                    if counts is not None:
+                        label = fields[name].decode()
+                        tally[label] = encode(int(tally.get(label, b"0")) + 1)
+                held.append(fields[name])
+            self._tidy(key, fields, ttl)
+            if counts is not None:
+                self._tidy(counts, tally, ttl)
+            return held
+
+    def hash_get(self, key: str, fields: list[str]) -> list[bytes | None]:
+        """The values of fields of a hash."""
+        with self._lock:
+            held = self._hash(key)
+            return [held.get(f) for f in fields]
+
+    def hash_has(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        """Whether each (hash, field) is set."""
+        with self._lock:
+            return [name in self._hash(key) for key, name in pairs]
+
+    def hash_all(self, keys: list[str]) -> list[dict[str, bytes]]:
+        """Every field of each hash."""
+        with self._lock:
+            return [dict(self._hash(key)) for key in keys]
+
+    def hash_drop(self, key: str, fields: list[str]) -> None:
+        """Delete fields of a hash."""
+        with self._lock:
+            held = self._hash(key)
+            for name in fields:
+                held.pop(name, None)
+            self._tidy(key, held)
+
+    def hash_len(self, keys: list[str]) -> list[int]:
+        """How many fields each hash holds."""
+        with self._lock:
+            return [len(self._hash(key)) for key in keys]
+
+    def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> int:
+        """Add amount to a field of a hash (and set its ttl); the new value."""
+        with self._lock:
+            held = self._hash(key, create=True)
+            value = int(held.get(field, b"0")) + amount
+            held[field] = encode(value)
+            self._tidy(key, held, ttl)
+            return value
+
+    def set_add(self, key: str, members: list[str], ttl: float) -> int:
+        """Add members to a set (and set its ttl); how many members it holds after."""
+        with self._lock:
+            held = self._set(key, create=True)
+            held.update(members)
+            self._tidy(key, held, ttl)
+            return len(held)
+
+    def set_drop(self, key: str, members: list[str]) -> None:
+        """Remove members from a set."""
+        with self._lock:
+            held = self._set(key)
+            held.difference_update(members)
+            self._tidy(key, held)
+
+    def set_has(self, key: str, members: list[str]) -> list[bool]:
+        """Whether each member is in a set."""
+        with self._lock:
+            held = self._set(key)
+            return [m in held for m in members]
+
+    def set_len(self, key: str) -> int:
+        """How many members a set holds."""
+        with self._lock:
+            return len(self._set(key))
+
+    def stamp(self, key: str, member: str, at: float, ttl: float, keep: float) -> None:
+        """Stamp a member with time `at`, forget those stamped before at - keep, set the ttl."""
+        with self._lock:
+            self._live(key)
+            held = self._stamps.setdefault(key, {})
+            held[member] = at
+            for old in [m for m, t in held.items() if t < at - keep]:
+                del held[old]
+            self._tidy(key, held, ttl)
+
+    def stamped(self, key: str, since: float | None = None, limit: int | None = None) -> list[str]:
+        """The members stamped at or after since, newest first, at most limit."""
+        with self._lock:
+            self._live(key)
+            held = self._stamps.get(key, {})
+            newest = sorted(((t, m) for m, t in held.items() if since is None or t >= since), reverse=True)
+            return [m for _, m in newest[:limit]]
+
+    def unstamp(self, key: str, member: str) -> None:
+        """Remove a member from a stamped set."""
+        with self._lock:
+            self._live(key)
+            held = self._stamps.get(key, {})
+            held.pop(member, None)
+            self._tidy(key, held)
+
+    def log_append(self, key: str, name: str, entries: list[tuple[str, Value]], ttl: float,
+                   limit: int | None = None) -> list[int] | None:
+        """Append (slot, value) entries once per name; their positions, or None when over the limit."""
+        with self._lock:
+            log = self._log(key, create=True)
+            if name in log.names:
+                return list(log.names[name])
+            if limit is not None and entries and len(log.items) > limit:
+                return None
+            positions: list[int] = []
+            for slot, value in entries:
+                if slot not in log.slots:
+                    log.slots[slot], log.slot_of[log.length] = log.length, slot
+                    log.items[log.length] = encode(value)
+                    log.length += 1
+                positions.append(log.slots[slot])
+            log.names[name] = positions
+            self._deadlines[key] = time.monotonic() + ttl
+            return list(positions)
+
+    def log_read(self, key: str, start: int, stop: int) -> list[bytes]:
+        """The live values at positions [start, stop), in order."""
+        with self._lock:
+            items = self._log(key).items
+            return [items[p] for p in range(start, stop) if p in items]
+
+    def log_free(self, key: str, start: int = 0, stop: int | None = None) -> None:
+        """Free the values at positions [start, stop) (every position when stop is None)."""
+        with self._lock:
+            log = self._log(key)
+            if stop is None:
+                log.items.clear()
+                log.slots.clear()
+                log.slot_of.clear()
+                return
+            for position in range(start, stop):
+                slot = log.slot_of.pop(position, None)
+                if slot is not None:
+                    del log.slots[slot], log.items[position]
+
+    def log_counts(self, key: str, name: str = "") -> tuple[int, int, bool]:
+        """(values ever appended, values live, whether name has appended)."""
+        with self._lock:
+            log = self._log(key)
+            return log.length, len(log.items), name in log.names
+
+
+class InMemoryLedger(Ledger):
+    """The run ledger of the in-process default: the same rules as RedisLedger, on MemoryPrimitives."""
+
+    def __init__(self, ttl: int = TTL_SECONDS) -> None:
+        super().__init__(MemoryPrimitives(), ttl)

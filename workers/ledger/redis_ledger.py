@@ -1,210 +1,265 @@
-"""The run ledger in Redis: the InMemoryLedger contract under expiring keys of the store's namespace.
+"""The primitives in Redis under a store's namespace, and the ledger on them: MemoryPrimitives' twin.
 
-Keys (all under `<namespace>:run:<run id>:` and expiring after TTL_SECONDS):
-  meta         hash: info, state, total, walked, finished, removed, files, chunks, error
-  out          hash path -> first recorded outcome (HSETNX: first wins, a redelivery repeats harmlessly);
-               it expires FINISHED_TTL_SECONDS after the run closes, being needed only while messages
-               of the run may still be redelivered
-  cnt          hash outcome -> number of paths with that outcome (bumped only when HSETNX set the path,
-               and by the walk's count of files unchanged by stat, which are never listed in `out`)
-  fail / skip  hash path -> reason, for failed and skipped outcomes
-  walkskip     hash path -> reason, for files the walk skipped without reading
-  prune        zlib(JSON list) of the stored paths the walk's complete roots no longer hold
-  stage:<key>  zlib(JSON payload) staged by an ingest message for the writer
-  staging      set of the keys staged and not yet applied (ingest waits while it is full)
-`<namespace>:runs` is a sorted set of run ids by start time. The embedding backlog (`emb:*` keys)
-is in workers/ledger/redis_backlog.py; the run lock, presence and replies in redis_duties.py; the
-Lua scripts in workers/ledger/lua/.
+A key `k` is `<namespace>:k`. A call that only writes is one MULTI/EXEC; a call that reads and
+writes is one Lua script (lua/*.lua: hash_first, if_equal, log_append, log_free). A log `k` is
+five keys: `k:names` (name -> JSON positions), `k:slots` (slot -> live position), `k:items`
+(position -> live value), `k:slot_of` (position -> slot) and `k:length`.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import zlib
 from typing import Any
 
 import redis
 
-from workers.ledger.protocol import OUTCOME_NAMES, Outcome, RunSummary, Wire
-from workers.ledger.redis_backlog import RedisBacklog
-from workers.ledger.redis_duties import RedisPresence, RedisReplies, RedisRunLock, text
+from workers.ledger.primitives import Batch, Op, Value, encode
+from workers.ledger.runs import FINISHED_TTL_SECONDS, TTL_SECONDS, Ledger
 from workers.ledger.scripts import Scripts
 
-TTL_SECONDS = 7 * 24 * 3600
-FINISHED_TTL_SECONDS = 3600
-RECORD_CHUNK = 500
+__all__ = ["FINISHED_TTL_SECONDS", "TTL_SECONDS", "RedisLedger", "RedisPrimitives"]
+
+LOG_PARTS = ("names", "slots", "items", "slot_of", "length")
+SINGLE_COMMAND = {"put", "delete", "expire", "hash_drop", "set_drop"}  # writes that need no MULTI alone
 
 
-def _pack(value: Any) -> bytes:
-    return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
+def _ms(ttl: float) -> int:
+    return max(1, int(ttl * 1000))
 
 
-def _unpack(data: Any) -> Any:
-    return json.loads(zlib.decompress(data))
+def text(value: Any) -> str:
+    """A Redis answer as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class RedisLedger:
-    """The run ledger of one store on a Redis connection (the twin of InMemoryLedger)."""
+def _raw(value: bytes | str | None) -> bytes | None:
+    """A Redis answer as bytes (the client is not told to decode; its types allow text)."""
+    return value.encode() if isinstance(value, str) else value
 
-    def __init__(self, client: redis.Redis, namespace: str, ttl: int = TTL_SECONDS) -> None:
+
+def _glob(prefix: str) -> str:
+    """A SCAN pattern matching names that start with prefix."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
+
+
+class RedisPrimitives:
+    """The primitives on one Redis client, every key under `<namespace>:`."""
+
+    def __init__(self, client: redis.Redis, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
-        self.ttl = ttl
         self.scripts = Scripts(client)
-        self.backlog = RedisBacklog(client, self._key, ttl, self.scripts)
-        self.run_lock = RedisRunLock(client, namespace, self.scripts, on_acquired=self._abandon_stale)
-        self.presence = RedisPresence(client, namespace)
-        self.replies = RedisReplies(client, namespace)
 
-    @property
-    def runs_key(self) -> str:
-        """The sorted set of run ids by start time."""
-        return f"{self.namespace}:runs"
+    def _k(self, key: str) -> str:
+        return f"{self.namespace}:{key}"
 
-    def _key(self, run_id: str, part: str) -> str:
-        return f"{self.namespace}:run:{run_id}:{part}"
+    def _log(self, key: str) -> list[str]:
+        return [self._k(f"{key}:{part}") for part in LOG_PARTS]
 
-    def start(self, run_id: str, info: dict[str, Any]) -> None:
-        """Create the run and list it among the recent runs."""
-        now = time.time()
-        meta = self._key(run_id, "meta")
-        pipe = self.client.pipeline()
-        pipe.hset(meta, mapping={"info": json.dumps(info), "state": "running", "total": 0, "walked": 0,
-                                 "started": now})
-        pipe.expire(meta, self.ttl)
-        pipe.zadd(self.runs_key, {run_id: now})
-        pipe.zremrangebyscore(self.runs_key, "-inf", now - self.ttl)
-        pipe.expire(self.runs_key, self.ttl)
-        pipe.execute()
+    def batch(self) -> Batch:
+        """Writes run as one MULTI/EXEC when the block ends."""
+        return Batch(self._apply)
 
-    def walked(self, run_id: str, total: int, unchanged: int, removals: list[str]) -> None:
-        """Record the finished walk: its file count, how many are unchanged by stat (one counter, in the
-        same transaction as the total), and the stored paths to remove when the run finishes."""
-        meta, cnt = self._key(run_id, "meta"), self._key(run_id, "cnt")
-        pipe = self.client.pipeline()
-        if removals:
-            pipe.set(self._key(run_id, "prune"), _pack(removals), ex=self.ttl)
-        if unchanged:
-            pipe.hincrby(cnt, "unchanged", unchanged)
-            pipe.expire(cnt, self.ttl)
-        pipe.hset(meta, mapping={"total": total, "walked": 1})
-        pipe.expire(meta, self.ttl)
-        pipe.execute()
+    def _apply(self, ops: list[Op]) -> list[Any]:
+        """Run write primitives in one round trip: MULTI/EXEC unless it is one single-command write."""
+        pipe = self.client.pipeline(transaction=len(ops) > 1 or ops[0][0] not in SINGLE_COMMAND)
+        for name, args in ops:
+            self._queue(pipe, name, *args)
+        return list(pipe.execute())
 
-    def record(self, run_id: str, outcomes: list[Outcome]) -> None:
-        """Record (path, outcome, reason) triples; the first outcome of a path wins."""
-        keys = [self._key(run_id, p) for p in ("out", "cnt", "fail", "skip")]
-        for start in range(0, len(outcomes), RECORD_CHUNK):
-            args: list[Any] = [self.ttl]
-            for path, outcome, reason in outcomes[start:start + RECORD_CHUNK]:
-                args += [path, outcome, reason or ""]
-            self.scripts["record"](keys=keys, args=args)
-
-    def skip(self, run_id: str, skips: list[tuple[str, str]]) -> None:
-        """Record paths the walk skipped before reading, with reasons."""
-        if not skips:
+    def _queue(self, pipe: Any, name: str, key: Any, *args: Any) -> None:
+        """Queue the commands of one write primitive on a MULTI pipeline."""
+        if name == "delete":
+            if key:
+                pipe.delete(*[self._k(k) for k in key])
             return
-        key = self._key(run_id, "walkskip")
-        pipe = self.client.pipeline()
-        pipe.hset(key, mapping=dict(skips))
-        pipe.expire(key, self.ttl)
-        pipe.execute()
+        if name == "put":
+            pipe.set(self._k(key), encode(args[0]), px=_ms(args[1]))
+        elif name == "expire":
+            pipe.pexpire(self._k(key), _ms(args[0]))
+        elif name == "hash_put" and args[0]:
+            pipe.hset(self._k(key), mapping={f: encode(v) for f, v in args[0].items()})
+            pipe.pexpire(self._k(key), _ms(args[1]))
+        elif name == "hash_drop" and args[0]:
+            pipe.hdel(self._k(key), *args[0])
+        elif name == "hash_incr":
+            pipe.hincrby(self._k(key), args[0], args[1])
+            pipe.pexpire(self._k(key), _ms(args[2]))
+        elif name == "set_add" and args[0]:
+            pipe.sadd(self._k(key), *args[0])
+            pipe.pexpire(self._k(key), _ms(args[1]))
+            pipe.scard(self._k(key))
+        elif name == "set_drop" and args[0]:
+            pipe.srem(self._k(key), *args[0])
+        elif name == "stamp":
+            member, at, ttl, keep = args
+            pipe.zadd(self._k(key), {member: at})
+            pipe.zremrangebyscore(self._k(key), "-inf", f"({at - keep!r}")
+            pipe.pexpire(self._k(key), _ms(ttl))
 
-    def stage(self, run_id: str, key: str, payload: list[Wire]) -> None:
-        """Hold a payload for the writer under key (compressed, expiring), counted as staged."""
-        staging = self._key(run_id, "staging")
-        pipe = self.client.pipeline()
-        pipe.set(self._key(run_id, f"stage:{key}"), _pack(payload), ex=self.ttl)
-        pipe.sadd(staging, key)
-        pipe.expire(staging, self.ttl)
-        pipe.execute()
+    def pack(self, value: Any) -> bytes:
+        """A JSON value, compressed (Redis memory is shared)."""
+        return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
 
-    def staged(self, run_id: str, key: str) -> list[Wire] | None:
-        """The payload under key, or None if it was already applied."""
-        data = self.client.get(self._key(run_id, f"stage:{key}"))
-        return None if data is None else list(_unpack(data))
+    def unpack(self, data: bytes) -> Any:
+        """The JSON value pack held."""
+        return json.loads(zlib.decompress(data))
 
-    def unstage(self, run_id: str, key: str) -> None:
-        """Drop an applied payload."""
-        pipe = self.client.pipeline()
-        pipe.delete(self._key(run_id, f"stage:{key}"))
-        pipe.srem(self._key(run_id, "staging"), key)
-        pipe.execute()
+    def get(self, key: str) -> bytes | None:
+        """The value under key."""
+        return _raw(self.client.get(self._k(key)))
 
-    def staged_count(self, run_id: str) -> int:
-        """How many payloads of the run are staged and not applied yet."""
-        return int(self.client.scard(self._key(run_id, "staging")))
+    def put(self, key: str, value: Value, ttl: float, new: bool = False) -> bool:
+        """Set key to value for ttl seconds (only if absent when new); whether it was set."""
+        return bool(self.client.set(self._k(key), encode(value), px=_ms(ttl), nx=new))
 
-    def removals(self, run_id: str) -> list[str]:
-        """The stored paths the walk's complete roots no longer hold."""
-        data = self.client.get(self._key(run_id, "prune"))
-        return [] if data is None else [str(path) for path in _unpack(data)]
+    def refresh_if(self, key: str, value: Value, ttl: float) -> bool:
+        """Give key a new ttl if it holds value."""
+        return bool(self.scripts["if_equal"](keys=[self._k(key)], args=[encode(value), _ms(ttl)]))
 
-    def claim_finish(self, run_id: str) -> bool:
-        """True exactly once for a running run: the caller runs the finishing step."""
-        return bool(self.scripts["claim_finish"](keys=[self._key(run_id, "meta")]))
+    def delete_if(self, key: str, value: Value) -> bool:
+        """Delete key if it holds value."""
+        return bool(self.scripts["if_equal"](keys=[self._k(key)], args=[encode(value), "del"]))
 
-    def finish(self, run_id: str, state: str, removed: int, files: int, chunks: int, error: str | None) -> None:
-        """Close the run with its final state and store totals, and release its run lock."""
-        meta = self._key(run_id, "meta")
-        pipe = self.client.pipeline()
-        pipe.hset(meta, mapping={"state": state, "removed": removed, "files": files, "chunks": chunks,
-                                 "error": error or "", "ended": time.time()})
-        pipe.expire(meta, self.ttl)
-        # What stays for the run's TTL is its summary; the per-path record only guards redeliveries.
-        pipe.expire(self._key(run_id, "out"), FINISHED_TTL_SECONDS)
-        pipe.delete(self._key(run_id, "prune"))
-        pipe.execute()
-        self.run_lock.release(run_id)
+    def delete(self, keys: list[str]) -> None:
+        """Delete keys of any kind."""
+        for start in range(0, len(keys), 500):
+            self._apply([("delete", (keys[start:start + 500],))])
 
-    def fail(self, run_id: str, error: str) -> None:
-        """Mark a still-running run failed (abandoned or lost); a later finish of it is refused."""
-        meta = self._key(run_id, "meta")
-        if text(self.client.hget(meta, "state")) == "running":
-            self.client.hset(meta, mapping={"state": "failed", "error": error, "finished": 1, "ended": time.time()})
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every key whose name starts with prefix."""
+        doomed = list(self.client.scan_iter(match=_glob(self._k(prefix)), count=1000))
+        for start in range(0, len(doomed), 500):
+            self.client.delete(*doomed[start:start + 500])
 
-    def summary(self, run_id: str) -> RunSummary:
-        """A snapshot of the run; a run whose keys are gone reads as failed."""
+    def expire(self, key: str, ttl: float) -> None:
+        """Give an existing key a new ttl."""
+        self._apply([("expire", (key, ttl))])
+
+    def hash_put(self, key: str, mapping: dict[str, Value], ttl: float) -> None:
+        """Set fields of a hash and its ttl."""
+        if mapping:
+            self._apply([("hash_put", (key, mapping, ttl))])
+
+    def hash_first(self, key: str, mapping: dict[str, Value], ttl: float, counts: str | None = None) -> list[bytes]:
+        """Set each field not set yet (the first value wins), counting those set in hash `counts`; the values held."""
+        if not mapping:
+            return []
+        args: list[Any] = [_ms(ttl), "0" if counts is None else "1"]
+        for name, value in mapping.items():
+            args += [name, encode(value)]
+        keys = [self._k(key), self._k(counts if counts is not None else key)]
+        return list(self.scripts["hash_first"](keys=keys, args=args))
+
+    def hash_get(self, key: str, fields: list[str]) -> list[bytes | None]:
+        """The values of fields of a hash."""
+        return [_raw(v) for v in self.client.hmget(self._k(key), fields)] if fields else []
+
+    def hash_has(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        """Whether each (hash, field) is set (one round trip, not a transaction)."""
         pipe = self.client.pipeline(transaction=False)
-        for part in ("meta", "cnt", "fail", "skip", "walkskip"):
-            pipe.hgetall(self._key(run_id, part))
-        meta_raw, cnt_raw, fail_raw, skip_raw, walkskip_raw = pipe.execute()
-        meta = _texts(meta_raw)
-        if not meta:
-            return RunSummary(run_id=run_id, state="failed",
-                              error="the run's ledger is gone from Redis (expired, or Redis lost its data)")
-        counts = {k: int(v) for k, v in _texts(cnt_raw).items()}
-        skips = {**_texts(walkskip_raw), **_texts(skip_raw)}
-        return RunSummary(
-            run_id=run_id,
-            state=meta.get("state") or "running",
-            total=int(meta.get("total") or 0),
-            walked=meta.get("walked") == "1",
-            counts={k: counts.get(k, 0) for k in OUTCOME_NAMES},
-            removed=int(meta.get("removed") or 0),
-            files=int(meta.get("files") or 0),
-            chunks=int(meta.get("chunks") or 0),
-            skipped=[{"path": p, "reason": r} for p, r in sorted(skips.items())],
-            failures=[{"path": p, "reason": r} for p, r in sorted(_texts(fail_raw).items())],
-            error=meta.get("error") or None,
-            info={**json.loads(meta.get("info") or "{}"), "started": float(meta.get("started") or 0),
-                  **({"ended": float(meta["ended"])} if meta.get("ended") else {})},
-        )
+        for key, name in pairs:
+            pipe.hexists(self._k(key), name)
+        return [bool(answer) for answer in pipe.execute()] if pairs else []
 
-    def recent(self, limit: int = 10) -> list[RunSummary]:
-        """The most recent runs still in Redis, newest first."""
-        ids = [text(i) for i in self.client.zrevrange(self.runs_key, 0, max(limit, 1) - 1)]
-        summaries = [self.summary(i) for i in ids if i]
-        return [s for s in summaries if s.info]
+    def hash_all(self, keys: list[str]) -> list[dict[str, bytes]]:
+        """Every field of each hash (one round trip, not a transaction)."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.hgetall(self._k(key))
+        return [{text(k): _raw(v) or b"" for k, v in rows.items()} for rows in pipe.execute()]
 
-    def _abandon_stale(self, run_id: str) -> None:
-        """Runs left 'running' without a lock (their CLI and workers went away) can never finish now."""
-        for other in self.recent(20):
-            if other.run_id != run_id and other.state == "running":
-                self.fail(other.run_id, f"abandoned: its run lock expired and run {run_id} started")
+    def hash_drop(self, key: str, fields: list[str]) -> None:
+        """Delete fields of a hash."""
+        if fields:
+            self._apply([("hash_drop", (key, fields))])
+
+    def hash_len(self, keys: list[str]) -> list[int]:
+        """How many fields each hash holds (one round trip, not a transaction)."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.hlen(self._k(key))
+        return [int(n) for n in pipe.execute()] if keys else []
+
+    def hash_incr(self, key: str, field: str, amount: int, ttl: float) -> int:
+        """Add amount to a field of a hash (and set its ttl); the new value."""
+        return int(self._apply([("hash_incr", (key, field, amount, ttl))])[0])
+
+    def set_add(self, key: str, members: list[str], ttl: float) -> int:
+        """Add members to a set (and set its ttl); how many members it holds after."""
+        if not members:
+            return self.set_len(key)
+        return int(self._apply([("set_add", (key, members, ttl))])[2])
+
+    def set_drop(self, key: str, members: list[str]) -> None:
+        """Remove members from a set."""
+        if members:
+            self._apply([("set_drop", (key, members))])
+
+    def set_has(self, key: str, members: list[str]) -> list[bool]:
+        """Whether each member is in a set."""
+        return [bool(m) for m in self.client.smismember(self._k(key), members)] if members else []
+
+    def set_len(self, key: str) -> int:
+        """How many members a set holds."""
+        return int(self.client.scard(self._k(key)))
+
+    def stamp(self, key: str, member: str, at: float, ttl: float, keep: float) -> None:
+        """Stamp a member with time `at`, forget those stamped before at - keep, set the ttl."""
+        self._apply([("stamp", (key, member, at, ttl, keep))])
+
+    def stamped(self, key: str, since: float | None = None, limit: int | None = None) -> list[str]:
+        """The members stamped at or after since, newest first, at most limit."""
+        low = "-inf" if since is None else repr(since)
+        if limit is not None and limit <= 0:
+            return []
+        members = self.client.zrevrangebyscore(self._k(key), "+inf", low, start=0 if limit else None, num=limit)
+        return [text(m) for m in members]
+
+    def unstamp(self, key: str, member: str) -> None:
+        """Remove a member from a stamped set."""
+        self.client.zrem(self._k(key), member)
+
+    def log_append(self, key: str, name: str, entries: list[tuple[str, Value]], ttl: float,
+                   limit: int | None = None) -> list[int] | None:
+        """Append (slot, value) entries once per name; their positions, or None when over the limit."""
+        args: list[Any] = [_ms(ttl), name, -1 if limit is None else int(limit)]
+        for slot, value in entries:
+            args += [slot, encode(value)]
+        encoded = self.scripts["log_append"](keys=self._log(key), args=args)
+        return None if encoded is None else [int(p) for p in json.loads(encoded)]
+
+    def log_read(self, key: str, start: int, stop: int) -> list[bytes]:
+        """The live values at positions [start, stop), in order."""
+        if stop <= start:
+            return []
+        rows = self.client.hmget(self._k(f"{key}:items"), list(range(start, stop)))
+        return [v for v in map(_raw, rows) if v is not None]
+
+    def log_free(self, key: str, start: int = 0, stop: int | None = None) -> None:
+        """Free the values at positions [start, stop) (every position when stop is None)."""
+        _, slots, items, slot_of, _ = self._log(key)
+        if stop is None:
+            self.client.delete(slots, items, slot_of)
+        else:
+            self.scripts["log_free"](keys=[slots, items, slot_of], args=[int(start), int(stop)])
+
+    def log_counts(self, key: str, name: str = "") -> tuple[int, int, bool]:
+        """(values ever appended, values live, whether name has appended)."""
+        names, _, items, _, length = self._log(key)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(length)
+        pipe.hlen(items)
+        pipe.hexists(names, name)
+        appended, live, named = pipe.execute()
+        return int(appended or 0), int(live), bool(named)
 
 
-def _texts(raw: dict[Any, Any]) -> dict[str, str]:
-    """A Redis hash as text keys and values."""
-    return {text(k) or "": text(v) or "" for k, v in raw.items()}
+class RedisLedger(Ledger):
+    """The run ledger of one store in Redis: the same rules as InMemoryLedger, on RedisPrimitives."""
+
+    def __init__(self, client: redis.Redis, namespace: str, ttl: int = TTL_SECONDS) -> None:
+        super().__init__(RedisPrimitives(client, namespace), ttl)
+        self.client = client
+        self.namespace = namespace

@@ -1,0 +1,68 @@
+"""An Org file read line by line: `*` headings, `#+TITLE`, src and example blocks fenced.
+
+A heading's TODO keyword, priority cookie and trailing `:tags:` are dropped; other `#+KEY:` lines,
+`# comments`, property drawers and `#+BEGIN_COMMENT` blocks are dropped; `#+BEGIN_SRC lang` and
+`#+BEGIN_EXAMPLE` blocks become fenced code; other blocks (quote, center, verse) keep their text.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.files import decode
+from pipeline.formats.outline import Extracted, Outline
+
+_HEADING = re.compile(r"^(\*+)\s+(?:(?:TODO|DONE|NEXT|WAITING|CANCELLED)\s+)?(?:\[#[A-Z0-9]\]\s+)?(.*?)"
+                      r"(?:\s+:[\w@#%:]+:)?\s*$")
+_KEYWORD = re.compile(r"^\s*#\+(\w+):\s*(.*)$", re.IGNORECASE)
+_BEGIN = re.compile(r"^\s*#\+begin_(\w+)\s*(\S*)", re.IGNORECASE)
+_DRAWER = re.compile(r"^\s*:[\w-]+:\s*$")
+
+
+def extract(data: bytes) -> Extracted:
+    """The outline of an Org file under the rules in the module docstring."""
+    lines = decode(data).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    out = Outline()
+    para: list[str] = []
+    title: str | None = None
+
+    def flush() -> None:
+        if para:
+            out.para("\n".join(para))
+            para.clear()
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        heading = _HEADING.match(line)
+        begin = _BEGIN.match(line)
+        keyword = _KEYWORD.match(line)
+        if heading and heading.group(2):
+            flush()
+            out.heading(len(heading.group(1)), heading.group(2))
+        elif begin:
+            flush()
+            kind = begin.group(1).lower()
+            end = next((j for j in range(i, len(lines)) if re.match(rf"^\s*#\+end_{kind}\b", lines[j], re.I)),
+                       len(lines))
+            if kind in ("src", "example"):
+                out.code("\n".join(lines[i:end]), begin.group(2) if kind == "src" else "")
+            elif kind != "comment":
+                out.para("\n".join(lines[i:end]))
+            i = end + 1
+        elif keyword:
+            flush()
+            if keyword.group(1).lower() == "title" and title is None:
+                title = keyword.group(2)
+        elif _DRAWER.match(line):
+            flush()
+            if line.strip().lower() != ":end:":
+                end = next((j for j in range(i, len(lines)) if lines[j].strip().lower() == ":end:"), i - 1)
+                i = end + 1
+        elif line.lstrip().startswith("# ") or line.strip() == "#" or not line.strip():
+            flush()
+        else:
+            para.append(line)
+    flush()
+    return out.result(title)

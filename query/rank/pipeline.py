@@ -1,0 +1,47 @@
+"""The stages run in order over a query's candidates, then the answer cut at k and hydrated once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from query.rank import stages as stages_module
+from query.rank.ranked import Context, Ranked, Stage
+from query.reader import Hit
+
+if TYPE_CHECKING:
+    from query.explain import Explain
+
+
+def ranked(context: Context, k: int, stages: Sequence[Stage] | None = None) -> Ranked:
+    """The ranking the stages (default: query.rank.stages.STAGES) leave; the last one is read to depth k."""
+    chosen = stages_module.STAGES if stages is None else stages
+    ranking = Ranked(context)
+    last = len(chosen) - 1
+    for at, stage in enumerate(chosen):
+        ranking = stage(ranking.read_to(k if at == last else None))
+    return ranking
+
+
+def rank(context: Context, k: int, explain: bool = False, stages: Sequence[Stage] | None = None) -> list[Hit]:
+    """The top k hits of the staged ranking, hydrated once; with explain each carries the stages' trace."""
+    ranking = ranked(context, k, stages)
+    top = ranking.answer(k)
+    found = context.reader.hydrate([cid for cid, _ in top], dict(top))
+    if not explain:
+        return found
+    why = _trace(ranking)
+    return [replace(h, explain=why.get(h.chunk_id)) for h in found]
+
+
+def _trace(ranking: Ranked) -> dict[int, Explain]:
+    """Each candidate's explanation from the trace: the tiers' ranks and own measures, the stages' notes."""
+    from query.explain import explanations  # only --explain pays for it
+
+    tiers = ranking.context.tiers
+    diversity = stages_module.DIVERSITY
+    return explanations(tiers.ranking, [(cid, -score) for cid, score in tiers.lexical],
+                        [(cid, -score) for cid, score in tiers.vector], bool(ranking.context.query.cjk),
+                        ranking.note_of(diversity), len(tiers.feedback),
+                        [(name, about) for name, about in ranking.notes if name != diversity])

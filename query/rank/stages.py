@@ -1,0 +1,56 @@
+"""The ranking stages, in order: each one function `Ranked -> Ranked`, scores higher-is-better throughout.
+
+A stage reads the ranking so far (and its Context: the parsed query, the tiers' candidates, the reader)
+and returns the next one; what it did to a hit it says with Ranked.noted, and --explain shows that.
+Adding a stage is writing its function and naming it in STAGES. The last stage's output is read only
+to the answer's depth (the pipeline sets Ranked.depth); every other stage must rank the whole list.
+
+Verbatim protection pins sections rather than moving them, and diversity counts a pinned section in
+its document's allowance but never demotes it: the same answer as demoting first and then placing
+the protected sections first (tests/query/test_rank_stages.py), while diversity, last, reads only
+the ranks the answer needs. A stage that re-scores the list (language preference, document
+evidence, a reranker) goes before diversity; pinned sections stay first whatever it does.
+"""
+
+from __future__ import annotations
+
+from query.fusion import diversified_prefix, rrf
+from query.rank.ranked import Ranked, Stage
+from query.rank.tiers import HYBRID, VECTOR
+from query.verbatim import verbatim_ids
+
+DIVERSITY = "diversity"  # its notes are explain's `demoted`
+
+
+def fusion(ranked: Ranked) -> Ranked:
+    """The tiers' candidates as one ranking: RRF of both in a hybrid ranking, else the one tier's own order."""
+    tiers = ranked.context.tiers
+    if tiers.ranking == HYBRID:
+        entries = tuple(rrf([tiers.lexical_ids, [cid for cid, _ in tiers.vector]]))
+    else:
+        entries = tiers.vector if tiers.ranking == VECTOR else tiers.lexical
+    return ranked.reordered(entries)
+
+
+def verbatim(ranked: Ranked) -> Ranked:
+    """In a hybrid ranking, pin the lexical candidates holding a verbatim phrase first, in lexical order."""
+    context = ranked.context
+    if context.tiers.ranking != HYBRID or not context.query.phrases:
+        return ranked
+    lexical = context.tiers.lexical_ids
+    held = verbatim_ids(context.reader.conn, context.query.phrases, lexical)
+    pins = tuple(cid for cid in dict.fromkeys(lexical) if cid in held)
+    return ranked.pinned(pins)
+
+
+def diversity(ranked: Ranked) -> Ranked:
+    """Demote each document's sections past its first PER_DOCUMENT (query/fusion.py); pins stay, and count."""
+    if not ranked.entries:
+        return ranked
+    pins = frozenset(ranked.pins)
+    order, moved = diversified_prefix(ranked.entries, ranked.depth, ranked.context.reader.documents_of,
+                                      exempt=pins)
+    return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
+
+
+STAGES: tuple[Stage, ...] = (fusion, verbatim, diversity)
