@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,12 +22,15 @@ from cli.arguments import QueryCommand, filter_options, mirrored, query_text
 from config.errors import IndexNotBuilt, KnowledgeError, QueryError
 from config.observability import configure_metrics, configure_tracing
 from config.settings import Settings
+from query.highlight import styled
 from query.listing import SourcesAnswer, StatsAnswer
+from query.rank.parsed import parse_query
 from query.reader import Hit
 from query.requests import MAX_AROUND, ReadRequest, SearchRequest, ShowRequest
 from query.service import QueryService
 from query.status import Status
 from query.terminal import clean, one_line, preview
+from query.terms import LexicalQuery
 
 
 @cli.command("search", cls=QueryCommand)
@@ -63,11 +68,16 @@ def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full
             click.echo(f"no results for {one_line(query, 60)!r}; `knowledge match {shlex.quote(query)}` lists "
                        "every document holding all of its words")
         return
-    render_hits(response.hits, full, mapped)
+    render_hits(response.hits, full, mapped, (response.query or parse_query(query)).lexical)
 
 
-def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = None) -> None:
-    """Print hits the way the reference does: the raw token, then Mapped, Section and Chunk."""
+def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = None,
+                query: LexicalQuery | None = None) -> None:
+    """Print hits the way the reference does: the raw token, then Mapped, Section and Chunk.
+
+    On a terminal (stdout a TTY, NO_COLOR unset) the query's matched words of a preview are bold; piped, plain.
+    """
+    bold = query is not None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     for i, hit in enumerate(hits):
         click.echo(f"\n  {clean(hit.index_ref)}:\n")
         if mapped and mapped[i]:
@@ -78,7 +88,10 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
             body = clean(hit.content).replace("\n", "\n               ")
             click.echo(f"        Chunk: {body}")
         else:
-            click.echo(f"        Chunk: {preview(hit.content)}")
+            shown = preview(hit.content)
+            if bold and query is not None:
+                shown = styled(shown, query, lambda word: click.style(word, bold=True))
+            click.echo(f"        Chunk: {shown}")
         if hit.explain is not None:
             click.echo(f"      {hit.explain.line()}")
 

@@ -278,6 +278,12 @@ def _check_formats(formats: tuple[str, ...], where: str) -> None:
 def _check_mcp(mcp: McpExposure, where: str) -> None:
     if not 0 <= mcp.port <= 65535:
         raise ConfigError(f"{where}: knowledge.expose.mcp.port must be between 0 and 65535, got {mcp.port}")
+    if mcp.header_timeout <= 0 or mcp.keepalive_timeout <= 0 or mcp.session_lifetime <= 0:
+        raise ConfigError(f"{where}: knowledge.expose.mcp header_timeout, keepalive_timeout and session_lifetime "
+                          "must be more than 0 s")
+    if mcp.max_connections < 16:
+        raise ConfigError(f"{where}: knowledge.expose.mcp.max_connections must be at least 16, "
+                          f"got {mcp.max_connections}")
 
 
 def _check_embeddings(key: str, emb: EmbeddingsSettings, where: str) -> None:

@@ -79,6 +79,18 @@ class McpExposure:
     allowed_origins: tuple[str, ...] = field(
         default=(), metadata=_help("Origins accepted from browsers; none by default.")
     )
+    header_timeout: float = field(
+        default=10.0, metadata=_help("Seconds a `serve` connection has to send a request's headers; then it is closed.")
+    )
+    keepalive_timeout: float = field(
+        default=5.0, metadata=_help("Seconds `serve` keeps an idle connection open after a response.")
+    )
+    max_connections: int = field(
+        default=256, metadata=_help("Connections `serve` holds open at once; past it the oldest idle one is closed.")
+    )
+    session_lifetime: float = field(
+        default=43200.0, metadata=_help("Seconds a sign-in of the search page lasts (12 h).")
+    )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 
 A word of the text is marked when it is a query term as written (case-folded) or shares the term's
 porter stem, the form the lexical index matches; a CJK run of the query is marked wherever it occurs
-as a substring. Text is split into words exactly as query/terms.py splits a query. The result is a
+as a substring. Terms the query dropped (one letter) are never marked, nor are common English
+function words ("with", "the", "how") when the query has any other term: they match nearly every
+section, so marking them points at nothing.
+Text is split into words exactly as query/terms.py splits a query. The result is a
 list of (text, marked) segments, so a renderer escapes each piece and wraps only the marked ones:
 no markup ever passes through the document's text.
 """
@@ -10,6 +13,7 @@ no markup ever passes through the document's text.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from query.terms import LexicalQuery
@@ -18,6 +22,21 @@ from query.words import STEMMER
 WORD = re.compile(r"[^\W_]+")  # the word class of query/terms.py, so a marked word is a query word
 EXCERPT_CHARS = 320
 ELLIPSIS = "…"
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he her
+here hers him his how i if in into is it its itself just me more most my no nor not of off on once only or
+other our ours out over own same she should so some such than that the their them then there these they
+this those through to too under until up very was we were what when where which while who whom why will
+with would you your
+""".split())
+
+
+def marked_terms(query: LexicalQuery) -> set[str]:
+    """The query's terms (case-folded) a match marks: its kept terms, less stop words unless only they remain."""
+    terms = {t.lower() for t in query.terms}
+    content = terms - STOP_WORDS
+    return content if content or query.cjk else terms
 
 
 @dataclass(frozen=True)
@@ -30,7 +49,7 @@ class Segment:
 
 def matched_spans(text: str, query: LexicalQuery) -> list[tuple[int, int]]:
     """The (start, end) spans of text holding a query word (any form) or a CJK run of the query, in order."""
-    terms = {t.lower() for t in query.terms}
+    terms = marked_terms(query)
     if not terms and not query.cjk:
         return []
     words = [(m.start(), m.end(), m.group().lower()) for m in WORD.finditer(text)]
@@ -94,3 +113,8 @@ def _segments(text: str, spans: list[tuple[int, int]], start: int, end: int) -> 
     if at < end:
         segments.append(Segment(text[at:end]))
     return segments
+
+
+def styled(text: str, query: LexicalQuery, mark: Callable[[str], str]) -> str:
+    """text with each matched word passed through mark (bold on a terminal, say); the rest unchanged."""
+    return "".join(mark(s.text) if s.marked else s.text for s in marks(text, query))

@@ -8,7 +8,7 @@ address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin 
 browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be this very
 server (the Host it asked for: the page's own form posts); and with a token configured every route
 but /healthz, the sign-in form and the page's static files needs `Authorization: Bearer <token>`,
-which on the page's routes the session cookie of the sign-in form stands in for. /v1/search,
+which on the page's routes a live session cookie of the sign-in form stands in for. /v1/search,
 /v1/match and /v1/read (and the page's two modes) answer only when their tool (knowledge_search,
 knowledge_enumerate, knowledge_read) is exposed, exactly as over MCP.
 """
@@ -35,6 +35,7 @@ from query import tools
 from query.requests import MatchRequest, from_query
 from query.serve import page_routes as site
 from query.serve.mcp_server import build_server
+from query.serve.page_sessions import Sessions
 from query.service import QueryService
 from query.status import Status, http_code
 
@@ -71,6 +72,7 @@ class Guard:
         allowed_hosts: tuple[str, ...] = (),
         allowed_origins: tuple[str, ...] = (),
         token: str | None = None,
+        sessions: Sessions | None = None,
     ) -> None:
         self.app = app
         self.hosts = set(LOOPBACK_NAMES) | {h.lower() for h in allowed_hosts}
@@ -78,7 +80,7 @@ class Guard:
             self.hosts.add(host_name(bind_host))
         self.origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.token = token
-        self.session = site.session_value(token) if token is not None else None
+        self.sessions = sessions
 
     def host_allowed(self, header: str | None) -> bool:
         """Whether a Host header names this server."""
@@ -104,8 +106,7 @@ class Guard:
         """Whether the Authorization header carries the configured bearer token (or the cookie its session)."""
         if self.token is None:
             return True
-        if cookie is not None and self.session is not None and hmac.compare_digest(cookie.encode(),
-                                                                                    self.session.encode()):
+        if cookie is not None and self.sessions is not None and self.sessions.valid(cookie):
             return True
         scheme, _, value = (header or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
@@ -233,7 +234,8 @@ def build_app(
                ("/metrics", api.metrics)]
     for path, handler in routes:
         server.custom_route(path, methods=["GET"])(handler)
-    for path, methods, page_handler in site.Site(settings, served, token, service).routes():
+    sessions = Sessions(settings.expose.mcp.session_lifetime)  # the page's sign-ins, checked by the Guard
+    for path, methods, page_handler in site.Site(settings, served, token, service, sessions).routes():
         server.custom_route(path, methods=methods)(page_handler)
     # The Guard below does the Host/Origin checks for every route, the MCP endpoint included.
     app = server.streamable_http_app(
@@ -244,7 +246,7 @@ def build_app(
         host=host,
     )
     mcp = settings.expose.mcp
-    return Guard(app, host, mcp.allowed_hosts, mcp.allowed_origins, token)
+    return Guard(app, host, mcp.allowed_hosts, mcp.allowed_origins, token, sessions)
 
 
 def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
@@ -261,4 +263,17 @@ def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
     shown = f"[{host}]" if ":" in host else host
     print(f"knowledge: serving http://{shown}:{port} (search page at /, MCP at {MCP_PATH}, JSON API at /v1)",
           file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)).run()
+    uvicorn.Server(server_config(app, settings, host, port)).run()
+
+
+def server_config(app: ASGIApp, settings: Settings, host: str, port: int) -> Any:
+    """uvicorn's configuration: HTTP/1.1 with the header deadline and connection cap of query/serve/connections.py,
+    the keep-alive timeout, and uvicorn's own concurrency limit off (the cap counts the connections)."""
+    import uvicorn
+
+    from query.serve.connections import ACCEPT_BURST, guarded_protocol
+
+    mcp = settings.expose.mcp
+    protocol = guarded_protocol(mcp.header_timeout, mcp.max_connections)
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http=protocol,
+                          timeout_keep_alive=max(1, round(mcp.keepalive_timeout)), backlog=ACCEPT_BURST)

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit
 
 from pipeline.text import without_controls
 from query.highlight import Segment
+from query.serve.page_markdown import render
 
 MODES = {"search": "Rank the sections that answer", "match": "Which documents contain"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -156,17 +157,22 @@ def search_form(state: FormState) -> str:
         for t in TOGGLES
     )
     top_k = "" if state.top_k is None else str(state.top_k)
+    chosen = sum(1 for v in state.filters.values() if v) + sum(1 for v in state.toggles.values() if v) + (
+        state.top_k is not None)
+    summary = "Filters and options" + (f" ({chosen} set)" if chosen else "")
     return (
         '<form class="search" role="search" method="get" action="/">\n'
         '<p><label for="q">Search the documentation</label>\n'
         f'<input type="search" id="q" name="q" value="{attr(state.q)}" autocomplete="off" '
         'aria-describedby="q-hint"> <button type="submit">Search</button></p>\n'
+        f'<fieldset class="modes"><legend class="visually-hidden">Mode</legend>{modes}</fieldset>\n'
+        # Folded away (closed even when set, the summary counts them) so the results come first.
+        f'<details class="options"><summary>{summary}</summary>\n'
         '<p id="q-hint" class="hint">Words in any form; "a phrase"; -word leaves out sections holding it. '
         "Which documents contain also takes heading:word and body:word.</p>\n"
-        f"<fieldset><legend>Mode</legend>{modes}</fieldset>\n"
         f'<p><label for="top_k">Results</label> <input type="number" id="top_k" name="top_k" min="0" '
         f'value="{top_k}" inputmode="numeric"></p>\n'
-        f"{filters}{toggles}</form>"
+        f"{filters}{toggles}</details></form>"
     )
 
 
@@ -261,7 +267,7 @@ def section_page(hit: Mapping[str, Any], previous: str | None, following: str | 
     return (
         f'<article><h1>{text(trail)}</h1><p class="path">{text(hit["index_ref"])}</p>'
         f'{citation_line(hit["citation"], hit["index_ref"])}'
-        f'<pre class="content">{text(hit["content"])}</pre></article>'
+        f'<div class="content">{render(hit["content"])}</div></article>'
         f'<nav aria-label="Neighbouring sections"><ul class="neighbours">{"".join(nav)}</ul></nav>'
     )
 
@@ -272,7 +278,7 @@ def document_page(path: str, hits: Sequence[Mapping[str, Any]]) -> str:
     for hit in hits:
         parts.append(
             f'<section><h2><a href="{attr(section_href(hit["index_ref"]))}">{text(hit["section"] or path)}</a></h2>'
-            f'<pre class="content">{text(hit["content"])}</pre></section>'
+            f'<div class="content">{render(hit["content"])}</div></section>'
         )
     return "<article>" + "".join(parts) + "</article>"
 

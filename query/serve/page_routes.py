@@ -5,14 +5,14 @@ JSON (search_results gets `search --json`'s shape, match_results `match --json`'
 server-rendered HTML (query/serve/page.py) under a
 Content-Security-Policy that allows only this server's own stylesheet and script. With a token
 configured the Guard lets a page through on the bearer header or on the session cookie the sign-in
-form sets (HttpOnly, SameSite=Strict, derived from the token, never the token itself); the token
-never travels in a URL.
+form sets (HttpOnly, SameSite=Strict, a random session of its own with an expiry, revoked on the
+server by Sign out: query/serve/page_sessions.py); the token never travels in a URL, and the form's
+guesses are rate limited per client address (429 with Retry-After).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import math
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -30,8 +30,10 @@ from query.match_query import scrub
 from query.rank.parsed import parse_query
 from query.requests import MatchRequest, SearchRequest, ShowRequest
 from query.serve import page
+from query.serve.page_sessions import LoginLimiter, Sessions, same
 from query.service import QueryService
 from query.status import Status
+from query.terminal import FORMATTING_TAGS, preview_text
 
 COOKIE = "knowledge_session"
 SHOW_PREFIX = "/show/"
@@ -50,11 +52,6 @@ MAX_FORM_BYTES = 8192
 # The page routes a request may reach without the token (still under the Host and Origin checks).
 OPEN_PATHS = frozenset({"/login"})
 PAGE_PATHS = frozenset({"/", "/login", "/logout", "/sources", "/stats"})
-
-
-def session_value(token: str) -> str:
-    """The cookie value that stands for the token: an HMAC of a fixed label under it (hex)."""
-    return hmac.new(token.encode(), b"knowledge page session", hashlib.sha256).hexdigest()
 
 
 class RefConvertor(Convertor[str]):
@@ -97,11 +94,13 @@ class Site:
     """The page's handlers over one query service; `served` gates search and match exactly as on /v1."""
 
     def __init__(self, settings: Settings, served: tuple[str, ...], token: str | None = None,
-                 service: QueryService | None = None) -> None:
+                 service: QueryService | None = None, sessions: Sessions | None = None) -> None:
         self.settings = settings
         self.served = served
         self.token = token
         self.service = service or QueryService(settings)
+        self.sessions = sessions or Sessions(settings.expose.mcp.session_lifetime)
+        self.limiter = LoginLimiter()
 
     def routes(self) -> list[tuple[str, list[str], Callable[[Request], Any]]]:
         """(path, methods, handler) for each page route."""
@@ -116,7 +115,7 @@ class Site:
         ]
 
     def _signed_in(self, request: Request) -> bool:
-        return self.token is not None and request.cookies.get(COOKIE) is not None
+        return self.token is not None and self.sessions.valid(request.cookies.get(COOKIE))
 
     def _page(self, request: Request, title: str, body: str, code: int = 200, current: str = "") -> HTMLResponse:
         return html(page.layout(title, body, self._signed_in(request), current), code)
@@ -153,7 +152,8 @@ class Site:
             state.q, state.top_k, _one(keywords.get("path")), _one(keywords.get("root")),
             _one(keywords.get("where")), bool(keywords.get("explain"))))
         query = (answer.response.query or parse_query(state.q)).lexical  # the query as search read it
-        snippets = [excerpt(h.content, query) for h in answer.hits]
+        # no mkdocs markup nor formatting tags; another tag (<script>) is shown as text, escaped
+        snippets = [excerpt(preview_text(h.content, FORMATTING_TAGS), query) for h in answer.hits]
         trails = [marks(h.section, query) for h in answer.hits]
         return answer.status, answer.response.note, page.search_results(state.q, answer.to_json(), snippets, trails)
 
@@ -215,15 +215,26 @@ class Site:
         target = target if target in PAGE_PATHS else "/"
         if self.token is None:
             return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
-        if not hmac.compare_digest(offered.encode(), self.token.encode()):
+        client = request.client.host if request.client else ""
+        wait = self.limiter.wait(client)
+        if wait > 0:
+            note = f"Too many wrong tokens from this address; try again in {math.ceil(wait)} s."
+            refused = self._page(request, "Sign in", page.login_page(note), 429)
+            refused.headers["Retry-After"] = str(math.ceil(wait))
+            return refused
+        if not same(offered, self.token):
+            self.limiter.failed(client)
             return self._page(request, "Sign in", page.login_page("That is not this server's token."), 401)
+        self.limiter.succeeded(client)
+        lifetime = self.sessions.lifetime
         response = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
-        response.set_cookie(COOKIE, session_value(self.token), httponly=True, samesite="strict", path="/",
-                            secure=request.url.scheme == "https")
+        response.set_cookie(COOKIE, self.sessions.open(), max_age=int(lifetime), httponly=True, samesite="strict",
+                            path="/", secure=request.url.scheme == "https")
         return response
 
     def logout(self, request: Request) -> Response:
-        """Forget the session cookie."""
+        """End the session on the server (its cookie no longer works anywhere) and forget the cookie."""
+        self.sessions.revoke(request.cookies.get(COOKIE))
         response = RedirectResponse("/login", status_code=303, headers=SECURITY_HEADERS)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response

@@ -140,7 +140,7 @@ def test_opening_a_section_shows_its_text_and_walks_to_its_neighbour(browser: We
     search_for(browser, "audit records")
     browser.find_element(By.CSS_SELECTOR, "ol.results h3 a").click()
     assert browser.find_element(By.TAG_NAME, "h1").text == "Retention policy > Exceptions"
-    assert "Audit records are deprecated" in browser.find_element(By.CSS_SELECTOR, "pre.content").text
+    assert "Audit records are deprecated" in browser.find_element(By.CSS_SELECTOR, "div.content").text
     browser.find_element(By.CSS_SELECTOR, "a[rel=prev]").click()
     assert browser.find_element(By.TAG_NAME, "h1").text == "Retention policy"
     assert browser.current_url.endswith("/show/docs/retention.md%230")
@@ -196,3 +196,19 @@ def test_with_javascript_off_the_page_still_searches(served: str) -> None:
         assert "Retention policy" in search_for(driver, "retention")
     finally:
         driver.quit()
+
+
+def test_at_390_px_wide_the_first_result_starts_above_the_fold_and_the_filters_unfold(browser: WebDriver) -> None:
+    size = browser.get_window_size()
+    browser.set_window_size(390, 844)
+    try:
+        search_for(browser, "retention policy")
+        first = browser.find_element(By.CSS_SELECTOR, "ol.results > li")
+        top = browser.execute_script("return arguments[0].getBoundingClientRect().top", first)
+        assert top < browser.execute_script("return window.innerHeight") - 100  # its heading and excerpt in view
+        path = browser.find_element(By.ID, "f-path")
+        assert not path.is_displayed()  # folded away until asked for
+        browser.find_element(By.CSS_SELECTOR, "details.options summary").click()
+        assert path.is_displayed()
+    finally:
+        browser.set_window_size(size["width"], size["height"])

@@ -19,3 +19,12 @@ def test_a_long_line_is_cut_at_a_word_with_an_ellipsis() -> None:
     cut = one_line(text, 30)
     assert cut == "alpha beta gamma delta..." and len(cut) <= 30
     assert one_line("x" * 50, 20) == "x" * 17 + "..."
+
+
+def test_a_preview_strips_mkdocs_attribute_lists_and_ends_at_a_near_sentence_end() -> None:
+    assert preview("See [the tutorial](../t.md){.internal-link target=_blank} and {: #anchor } first.") == (
+        "See [the tutorial](../t.md) and first.")
+    text = ("The session closes after the response is sent, and the error handlers see it too. "
+            "Then read the reference, which lists every parameter.")
+    assert preview(text) == "The session closes after the response is sent, and the error handlers see it too."
+    assert preview(text, 60).endswith("...") and "," not in preview(text, 60)[-5:]
