@@ -29,6 +29,7 @@ class Connection(sqlite.Connection):
 
 DatabaseError = sqlite.DatabaseError
 OperationalError = sqlite.OperationalError
+ProgrammingError = sqlite.ProgrammingError
 Row = sqlite.Row
 
 SIDECARS = ("-wal", "-shm")
