@@ -151,8 +151,11 @@ def publish(db_path: Path, directory: Path, keep: int = 3) -> Published:
         _fsync(copy)
         final = generation_dir(directory, generation)
         os.rename(temp, final)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(temp, ignore_errors=True)
+        if db.is_disk_full(exc):
+            raise StoreError(f"no space left in {directory} for generation {generation}; nothing was published "
+                             "and the earlier generations are intact") from exc
         raise
     _write_manifest(directory, manifest)
     prune(directory, keep)
