@@ -21,6 +21,7 @@ COMMANDS = {
     "check": "cli.repair", "rebuild": "cli.repair", "vacuum": "cli.repair",
     "vectors": "cli.vectors",
     "mcp": "cli.serve", "serve": "cli.serve",
+    "publish": "cli.publish",
 }
 cli.lazy_commands.update(COMMANDS)
 # commands that read the store and start no thread: the executable ends them without the interpreter's teardown

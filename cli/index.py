@@ -131,9 +131,11 @@ def print_enqueued(enqueued: Enqueued, as_json: bool) -> None:
               help="Say what a run would add, update and remove, and its vector plan; write nothing.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Stop waiting for the run after SECONDS (exit 1); with a broker the run goes on in the workers.")
+@click.option("--publish", "publish", is_flag=True,
+              help="After a run that changed something, publish a generation (see `knowledge publish`).")
 @pass_context
 def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool,
-                  dry_run: bool, timeout: float | None) -> None:
+                  dry_run: bool, timeout: float | None, publish: bool) -> None:
     """Index PATHS and http(s) URLs (default: knowledge.paths and knowledge.urls), incrementally by content hash."""
     from config.observability import configure_logging, configure_metrics, configure_tracing
     from workers.engine import open_engine
@@ -161,6 +163,16 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     print_summary(summary, as_json)
     if summary.state != "complete" or summary.counts.get("failed", 0):
         sys.exit(EXIT_FAILURE)
+    if publish and changed(summary):
+        from cli.publish import print_published, publish_store
+
+        print_published(publish_store(settings, None, None), False, err=as_json)  # the summary owns stdout
+
+
+def changed(summary: RunSummary) -> bool:
+    """Whether a run added, updated or removed a document or added vectors."""
+    data = summary.to_json()
+    return any(int(data.get(key) or 0) for key in ("added", "updated", "removed", "vectors_added"))
 
 
 def refuse_missing_roots(paths: tuple[str, ...], targets: Targets) -> None:

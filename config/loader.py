@@ -258,6 +258,9 @@ def _check_values(settings: Settings, where: str) -> None:
         raise ConfigError(f"{where}: knowledge.top_k must be between 1 and 20, got {settings.top_k}")
     if settings.max_injected_tokens < 1:
         raise ConfigError(f"{where}: knowledge.max_injected_tokens must be at least 1")
+    if settings.publish.keep < 1 or settings.publish.poll_interval <= 0:
+        raise ConfigError(f"{where}: knowledge.publish.keep must be at least 1 and knowledge.publish.poll_interval "
+                          f"more than 0 s, got {settings.publish.keep} and {settings.publish.poll_interval:g}")
     if settings.fetch_timeout <= 0:
         raise ConfigError(f"{where}: knowledge.fetch_timeout must be more than 0 s, got {settings.fetch_timeout:g}")
     if not 0 <= settings.rm_max_percent <= 100:

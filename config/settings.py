@@ -101,6 +101,20 @@ class ExposeSettings:
 
 
 @dataclass(frozen=True)
+class PublishSettings:
+    """Published snapshots of the store (`knowledge publish`) and the replicas that serve them."""
+
+    directory: str = field(
+        default="", metadata=_help("Where `knowledge publish` writes generations and `serve --snapshots` reads them; "
+                                   "relative is under the config file's directory (default: <store>/published).")
+    )
+    keep: int = field(default=3, metadata=_help("Complete generations `knowledge publish` keeps (the newest)."))
+    poll_interval: float = field(
+        default=2.0, metadata=_help("Seconds between a replica's looks for a newer generation (`2s` works too).")
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     """The whole `knowledge:` block, with the store location resolved."""
 
@@ -151,6 +165,7 @@ class Settings:
         default=(), metadata=_help("Rules rewriting citation paths, first match wins.")
     )
     expose: ExposeSettings = field(default_factory=ExposeSettings, metadata=_help("Serving."))
+    publish: PublishSettings = field(default_factory=PublishSettings, metadata=_help("Published snapshots."))
     store_base: Path = field(default_factory=Path.cwd, metadata=_help("Base of relative store dirs."))
     config_path: Path | None = field(default=None, metadata=_help("The file these came from."))
 
@@ -178,6 +193,13 @@ class Settings:
     def db_path(self) -> Path:
         """The store's SQLite file."""
         return self.store_dir / "knowledge.db"
+
+    @property
+    def publish_dir(self) -> Path:
+        """Where published generations live (knowledge.publish.directory, else <store>/published)."""
+        if not self.publish.directory:
+            return self.store_dir / "published"
+        return self.config_dir / Path(self.publish.directory).expanduser()
 
     @property
     def store_key(self) -> str:

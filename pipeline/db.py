@@ -29,6 +29,7 @@ class Connection(sqlite.Connection):
 
 DatabaseError = sqlite.DatabaseError
 OperationalError = sqlite.OperationalError
+ProgrammingError = sqlite.ProgrammingError
 Row = sqlite.Row
 
 SIDECARS = ("-wal", "-shm")
@@ -170,6 +171,41 @@ def open_writer(db_path: Path) -> Connection:
     return conn
 
 
+_IMMUTABLE: set[str] = set()  # published generations (pipeline/publish.py): never modified once named
+
+
+def treat_as_immutable(db_path: Path) -> None:
+    """Open db_path immutable=1 from now on: a published generation, which nothing ever changes after its manifest."""
+    _IMMUTABLE.add(str(db_path))
+
+
+def open_copy(db_path: Path) -> Connection:
+    """A read-write connection to a private copy being prepared for publication (no WAL, extensions loaded)."""
+    conn = sqlite.connect(str(db_path), isolation_level=None, check_same_thread=False, factory=Connection)
+    try:
+        _load_extensions(conn)
+        conn.execute("PRAGMA journal_mode = DELETE")
+    except sqlite.DatabaseError:
+        conn.close()
+        raise
+    return conn
+
+
+def vacuum_into(db_path: Path, target: Path) -> None:
+    """`VACUUM INTO` target: a consistent, compacted copy of the store, read through a read-only connection."""
+    refuse_symlink(db_path)
+    if not db_path.is_file():
+        raise IndexNotBuilt.at(db_path)
+    conn = sqlite.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False, factory=Connection)
+    try:
+        _load_extensions(conn)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        with translating_damage(db_path):
+            conn.execute("VACUUM INTO ?", (str(target),))
+    finally:
+        conn.close()
+
+
 def on_read_only_file_system(path: Path) -> bool:
     """Whether path (a file or directory) lies on a file system mounted read-only."""
     try:
@@ -184,6 +220,8 @@ def connect_readonly(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Connectio
     temp_ddl (pipeline.schema.READER_TEMP_DDL for a query Reader) runs before the connection turns
     query-only: objects in the temp schema that live only as long as this connection.
 
+    A published generation named by treat_as_immutable() is opened immutable: it never changes.
+
     On a read-only file system (a disk remounted read-only after errors) a WAL store without its
     -shm file cannot be opened the usual way; nothing can change it there, so it is opened
     immutable: the content as of its last checkpoint, which is all of it after a clean close.
@@ -194,7 +232,7 @@ def connect_readonly(db_path: Path, temp_ddl: tuple[str, ...] = ()) -> Connectio
         raise IndexNotBuilt.at(db_path)
     for side in SIDECARS:
         refuse_symlink(Path(f"{db_path}{side}"))
-    immutable = "&immutable=1" if on_read_only_file_system(db_path) else ""
+    immutable = "&immutable=1" if str(db_path) in _IMMUTABLE or on_read_only_file_system(db_path) else ""
     try:
         conn = sqlite.connect(f"file:{db_path}?mode=ro{immutable}", uri=True, check_same_thread=False,
                               factory=Connection)

@@ -32,6 +32,7 @@ from config.errors import KnowledgeError, QueryError
 from config.observability import prometheus_text
 from config.settings import Settings
 from query import tools
+from query.replica import SnapshotIndex
 from query.requests import MatchRequest, from_query
 from query.serve import page_routes as site
 from query.serve.mcp_server import build_server
@@ -152,14 +153,26 @@ class JsonApi:
     """The GET /v1 handlers: each parses its request type from the query string, asks the query service and
     prints the answer's JSON."""
 
-    def __init__(self, settings: Settings, served: tuple[str, ...], service: QueryService | None = None) -> None:
+    def __init__(self, settings: Settings, served: tuple[str, ...], service: QueryService | None = None,
+                 replica: SnapshotIndex | None = None) -> None:
         self.settings = settings
         self.served = served
         self.service = service or QueryService(settings)
+        self.replica = replica  # serve --snapshots: every answer names the generation it read
+
+    def _begin(self) -> None:
+        if self.replica is not None:
+            self.replica.answered_from()  # forget what an earlier request of this thread read
+
+    def _stamped(self, data: dict[str, Any]) -> dict[str, Any]:
+        if self.replica is not None:
+            data["generation"] = self.replica.answered_from()
+        return data
 
     def health(self, request: Request) -> Response:
-        """Liveness: the server answers (the index may still be unbuilt)."""
-        return _json({"status": Status.OK, "tools": list(self.served)})
+        """Liveness: the server answers (the index may still be unbuilt); a replica adds its generation."""
+        extra = self.replica.health() if self.replica is not None else {}
+        return _json({"status": Status.OK, "tools": list(self.served), **extra})
 
     def tool(self, spec: tools.ToolSpec) -> Callable[[Request], Response]:
         """The handler of a tool's /v1 route: its request from the query string (400 when malformed), its
@@ -168,13 +181,14 @@ class JsonApi:
         assert request_type is not None
 
         def handle(request: Request) -> Response:
+            self._begin()
             if spec.name not in self.served:
-                return _json(_not_served(spec.name), 404)
+                return _json(self._stamped(_not_served(spec.name)), 404)
             try:
                 parsed = from_query(request_type, request.query_params)
             except QueryError as exc:
-                return _json({"status": Status.QUERY_ERROR, "note": str(exc)}, 400)
-            answer = spec.answer(self.service, parsed)
+                return _json(self._stamped({"status": Status.QUERY_ERROR, "note": str(exc)}), 400)
+            answer = self._stamped(spec.answer(self.service, parsed))
             return _json(answer, spec.http_code(answer))
 
         handle.__doc__ = f"{spec.name} over HTTP: GET {spec.route} with its parameters in the query string."
@@ -183,15 +197,16 @@ class JsonApi:
     def match(self, request: Request) -> Response:
         """match over HTTP, the `match --json` shape: ?q=...&limit=...&sort=matches|path&all=1, and the
         filters of /v1/search (path, root, where)."""
+        self._begin()
         if "knowledge_enumerate" not in self.served:
-            return _json(_not_served("knowledge_enumerate"), 404)
+            return _json(self._stamped(_not_served("knowledge_enumerate")), 404)
         try:
             answer = self.service.enumerate(from_query(MatchRequest, request.query_params))
         except QueryError as exc:
-            return _json({"status": Status.QUERY_ERROR, "note": str(exc)}, 400)
+            return _json(self._stamped({"status": Status.QUERY_ERROR, "note": str(exc)}), 400)
         except KnowledgeError as exc:
             return _json({"status": Status.ERROR, "note": str(exc)}, 500)
-        data = answer.to_json()
+        data = self._stamped(answer.to_json())
         return _json(data, http_code(data))
 
     def sources(self, request: Request) -> Response:
@@ -208,8 +223,9 @@ class JsonApi:
         return Response(body, media_type=content_type)
 
     def _listing(self, answer: Callable[[], dict[str, Any]]) -> Response:
+        self._begin()
         try:
-            data = answer()
+            data = self._stamped(answer())
             return _json(data, http_code(data))
         except KnowledgeError as exc:
             return _json({"status": Status.ERROR, "note": str(exc)}, 500)
@@ -221,13 +237,16 @@ def _not_served(tool: str) -> dict[str, str]:
 
 
 def build_app(
-    settings: Settings, host: str, token: str | None = None, warn: Callable[[str], None] | None = None
+    settings: Settings, host: str, token: str | None = None, warn: Callable[[str], None] | None = None,
+    replica: SnapshotIndex | None = None,
 ) -> ASGIApp:
-    """The guarded ASGI app: the MCP endpoint, the JSON API and the search page."""
-    service = QueryService.shared(settings)  # one ReadIndex for every request: MCP, /v1 and the page
+    """The guarded ASGI app: the MCP endpoint, the JSON API and the search page (of a replica's generations
+    when replica is given)."""
+    # one ReadIndex for every request: MCP, /v1 and the page
+    service = QueryService.shared(settings) if replica is None else QueryService(settings, replica)
     server = build_server(settings, warn=warn, service=service)
     served = tuple(tool.name for tool in tools.exposure(settings).served)
-    api = JsonApi(settings, served, service)
+    api = JsonApi(settings, served, service, replica)
     routes: list[tuple[str, Callable[[Request], Response]]] = [("/healthz", api.health)]
     routes += [(spec.route, api.tool(spec)) for spec in tools.TOOLS.values() if spec.route and spec.request]
     routes += [("/v1/match", api.match), ("/v1/sources", api.sources), ("/v1/stats", api.stats),
@@ -249,8 +268,8 @@ def build_app(
     return Guard(app, host, mcp.allowed_hosts, mcp.allowed_origins, token, sessions)
 
 
-def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
-    """Run the HTTP server until interrupted; logs go to stderr."""
+def serve(settings: Settings, host: str, port: int, token: str | None, replica: SnapshotIndex | None = None) -> None:
+    """Run the HTTP server until interrupted (a replica's generations when replica is given); logs go to stderr."""
     import uvicorn
 
     def warn(message: str) -> None:
@@ -259,7 +278,7 @@ def serve(settings: Settings, host: str, port: int, token: str | None) -> None:
     if token is None and host_name(host) not in LOOPBACK_NAMES:
         warn(f"serving on {host} without a bearer token: anyone who reaches the port reads the index; "
              "set knowledge.expose.mcp.token_env")
-    app = build_app(settings, host, token, warn)
+    app = build_app(settings, host, token, warn, replica)
     shown = f"[{host}]" if ":" in host else host
     print(f"knowledge: serving http://{shown}:{port} (search page at /, MCP at {MCP_PATH}, JSON API at /v1)",
           file=sys.stderr, flush=True)

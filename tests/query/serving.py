@@ -14,12 +14,13 @@ STARTUP_S = 60.0
 
 
 @contextmanager
-def serving(knowledge: str, config: Path, port: int, cwd: Path, env: Mapping[str, str]) -> Iterator[str]:
-    """Run `knowledge --config CONFIG serve --port PORT` until the block ends; yield its base URL once
+def serving(knowledge: str, config: Path, port: int, cwd: Path, env: Mapping[str, str],
+            extra: tuple[str, ...] = ()) -> Iterator[str]:
+    """Run `knowledge --config CONFIG serve --port PORT [EXTRA]` until the block ends; yield its base URL once
     /healthz answers (stderr goes to cwd/serve.err, named in the failure when it never comes up)."""
     log = cwd / "serve.err"
     with log.open("w") as err:
-        proc = subprocess.Popen([knowledge, "--config", str(config), "serve", "--port", str(port)], cwd=cwd,
+        proc = subprocess.Popen([knowledge, "--config", str(config), "serve", "--port", str(port), *extra], cwd=cwd,
                                 env=dict(env), stdout=subprocess.DEVNULL, stderr=err)
     base = f"http://127.0.0.1:{port}"
     try:
