@@ -37,9 +37,11 @@ def require(binary: str) -> str:
 
 def loopback_config(serve: int, writer: int, workers: list[int], interval: str = "1s") -> dict[str, Any]:
     """deploy/prometheus.yml with its targets on 127.0.0.1 and the given ports, scraping every interval;
-    the collector job is dropped (no collector here, and serve/worker/writer export nothing over OTLP)."""
+    the collector job is dropped (no collector here, and serve/worker/writer export nothing over OTLP),
+    and the rule files are named by absolute path (the copy is written elsewhere)."""
     config: dict[str, Any] = yaml.safe_load((DEPLOY / "prometheus.yml").read_text(encoding="utf-8"))
     config["global"] = {**config["global"], "scrape_interval": interval, "evaluation_interval": interval}
+    config["rule_files"] = [str(DEPLOY / name) for name in config.get("rule_files", [])]
     targets = {"knowledge-serve": [serve], "knowledge-writer": [writer], "knowledge-worker": workers}
     jobs = []
     for job in config["scrape_configs"]:
@@ -70,6 +72,11 @@ class Prometheus:
         """The API's answer to an instant query of expr (status, data or errorType/error)."""
         answer: dict[str, Any] = httpx.get(f"{self.base}/api/v1/query", params={"query": expr}, timeout=10).json()
         return answer
+
+    def rules(self) -> list[dict[str, Any]]:
+        """The loaded rules of every group (name, health, lastError, state, ...)."""
+        groups = httpx.get(f"{self.base}/api/v1/rules", timeout=10).json()["data"]["groups"]
+        return [rule for group in groups for rule in group["rules"]]
 
     def targets_up(self) -> dict[str, int]:
         """Scrape targets that are up, by job."""
