@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.deploy.prom import DEPLOY, loopback_config, require
@@ -47,3 +48,19 @@ def test_every_alert_fires_on_its_series_and_stays_silent_where_it_should() -> N
     result = promtool("test", "rules", str(TESTS))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_a_missing_promtool_skips_naming_it_and_fails_under_ci_where_apt_get_is(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither promtool nor apt-get
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.skip.Exception, match="needs Debian's promtool"):
+        require("promtool")
+    apt_get = tmp_path / "apt-get"
+    apt_get.write_text("#!/bin/sh\nexit 1\n")
+    apt_get.chmod(0o755)
+    with pytest.raises(pytest.fail.Exception, match=r"needs Debian's promtool .* although apt-get is here"):
+        require("promtool")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="needs Debian's promtool"):
+        require("promtool")
