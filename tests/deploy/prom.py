@@ -73,6 +73,12 @@ class Prometheus:
         answer: dict[str, Any] = httpx.get(f"{self.base}/api/v1/query", params={"query": expr}, timeout=10).json()
         return answer
 
+    def query_range(self, expr: str, start: float, end: float, step: float = 1.0) -> dict[str, Any]:
+        """The API's answer to a range query of expr from start to end (unix seconds)."""
+        answer: dict[str, Any] = httpx.get(f"{self.base}/api/v1/query_range", timeout=10, params={
+            "query": expr, "start": start, "end": end, "step": step}).json()
+        return answer
+
     def rules(self) -> list[dict[str, Any]]:
         """The loaded rules of every group (name, health, lastError, state, ...)."""
         groups = httpx.get(f"{self.base}/api/v1/rules", timeout=10).json()["data"]["groups"]

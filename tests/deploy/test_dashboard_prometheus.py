@@ -39,6 +39,7 @@ FILES = 150
 # description). None today: every panel answers below.
 NO_DATA_EXPECTED: frozenset[int] = frozenset()
 VALUES = Path(__file__).resolve().parents[2] / "bench" / "out" / "dashboard-values.json"
+SERIES = VALUES.with_name("dashboard-series.json")  # each query over the test's window, for render_panels.py
 
 
 def free_port() -> int:
@@ -118,6 +119,7 @@ def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cl
         assert time.monotonic() < deadline, "knowledge serve did not come up"
         time.sleep(0.1)
 
+    began = time.time()
     config = loopback_config(serve_port, base_port, [base_port + 1, base_port + 2])
     with running(prometheus, config, tmp_path / "prometheus", prom_port) as prom:
         up_deadline = time.monotonic() + 30
@@ -161,6 +163,11 @@ def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cl
             values[panel["title"]] = shown
         VALUES.parent.mkdir(parents=True, exist_ok=True)
         VALUES.write_text(json.dumps(values, indent=1, sort_keys=True), encoding="utf-8")
+        ended = time.time()
+        SERIES.write_text(json.dumps({panel["title"]: [
+            {"expr": t["expr"], "legend": t.get("legendFormat", ""),
+             "result": prom.query_range(t["expr"], began, ended)["data"]["result"]}
+            for t in panel.get("targets", [])] for panel in dashboard_panels()}), encoding="utf-8")
         assert silent == [], f"queries without data: {silent}\n{json.dumps(values, indent=1)}"
         rules = prom.rules()  # deploy/alerts.yml, loaded through the config's rule_files, evaluates cleanly
         assert len(rules) == 5 and all(r["health"] == "ok" for r in rules), rules
