@@ -172,7 +172,7 @@ def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cl
         rules = prom.rules()  # deploy/alerts.yml, loaded through the config's rule_files, evaluates cleanly
         assert len(rules) == 5 and all(r["health"] == "ok" for r in rules), rules
         pending = {r["name"] for r in rules if r["state"] != "inactive"}
-        # 2 of 14 searches degraded, most embedding requests were the poisoned batch's: pending (for: 10m);
+        # 2 of 8 searches degraded, most embedding requests were the poisoned batch's: pending (for: 10m);
         # the runs completed and the queues drained.
         assert pending <= {"KnowledgeSearchDegraded", "KnowledgeEmbeddingRequestsFailing"}, pending
         for panel in dashboard_panels():
