@@ -30,7 +30,7 @@ from pipeline.files import read_bytes, sha256_hex
 from pipeline.fingerprint import StoredStat, needs_read
 from pipeline.globs import Globs
 from pipeline.models import FileJob, Skip
-from pipeline.paths import PathBase, under
+from pipeline.paths import HERE, PathBase, under
 from pipeline.stored import LOOKUP, StoredFingerprints
 from pipeline.walker import Found, WalkResult, stream_root, unindexable
 
@@ -238,12 +238,24 @@ def preview(found: Survey) -> Preview:
                    found.failures + read_failures, sorted(rechunked))
 
 
-def outdated_policies(stored: StoredFingerprints, enabled: Iterable[str]) -> int:
-    """The stored files of the enabled formats whose chunk policy is older than today's: what a run re-chunks."""
+def outdated_policies(stored: StoredFingerprints, enabled: Iterable[str], roots: Iterable[str]) -> int:
+    """The stored files under roots (stored spellings) of the enabled formats whose chunk policy is older
+    than today's: what the run reads and chunks again."""
     if stored.conn is None or not schema.has_policy_column(stored.conn):
+        return 0
+    where: list[str] = []
+    args: list[str] = []
+    for root in roots:
+        if root == HERE:
+            where.append("substr(path, 1, 1) != '/'")
+            continue
+        prefix = root.rstrip("/")
+        where.append("(path = ? OR (path >= ? AND path < ?))")
+        args += [root, prefix + "/", prefix + "0"]
+    if not where:
         return 0
     names = set(enabled)
     rows = stored.conn.execute("SELECT policy, count(*) FROM documents WHERE source = 'file' AND policy != ''"
-                               " GROUP BY policy").fetchall()
+                               f" AND ({' OR '.join(where)}) GROUP BY policy", args).fetchall()
     return sum(int(count) for policy, count in rows
                if policy.partition(":")[0] in names and formats.current_policy(policy) not in (None, policy))

@@ -140,7 +140,7 @@ def plan_and_enqueue(
         if targets.urls:
             info["urls"] = targets.urls
         if not request.reindex:
-            info["rechunked"] = outdated_policies(stored, settings.formats)
+            info["rechunked"] = outdated_policies(stored, settings.formats, info["roots"])
         if vector_plan is not None:
             info["vectors"] = vector_plan.to_info()
         ledger.start(run_id, info)
