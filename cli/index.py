@@ -87,6 +87,7 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
     health = known_health(summary.run_id)
     if health is not None and health.requests:
         data["embeddings"] = health.to_json()
+    data["rechunked"] = int(summary.info.get("rechunked") or 0)
     if as_json:
         echo_json(data)
         return
@@ -94,6 +95,8 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
         f"indexed: added={data['added']} updated={data['updated']} unchanged={data['unchanged']} "
         f"removed={data['removed']} failed={data['failed']}; store: {data['files']} files, {data['chunks']} chunks"
     )
+    if data["rechunked"]:
+        click.echo(f"re-chunked: {data['rechunked']} (newer extractor or chunker)")
     if data.get("vectors_added"):
         click.echo(f"vectors added: {data['vectors_added']} (unchanged files, read again for the vectors they lacked)")
     if health is not None and health.requests:
@@ -205,6 +208,8 @@ def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_
         return
     click.echo(f"dry run, nothing written: would add {len(found.added)}, update {len(found.updated)}, remove "
                f"{len(found.removed)}; {found.unchanged} unchanged; {len(targets.urls)} web page(s) fetched")
+    if found.rechunked:
+        click.echo(f"re-chunked: {len(found.rechunked)} (newer extractor or chunker)")
     for verb, paths in (("add", found.added), ("update", found.updated), ("remove", found.removed)):
         for path in paths:
             click.echo(f"  {verb}: {name(path)}")

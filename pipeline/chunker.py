@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pipeline.models import Chunk
 from pipeline.text import cjk_runs
 
+# The chunker's version: part of every document's policy (pipeline/formats); raise it when the
+# same text would be cut into other sections, and the next index run re-chunks every document.
+VERSION = "1"
 TARGET = 1200
 HARD_LIMIT = 1500
 BREADCRUMB_SEP = " > "

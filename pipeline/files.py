@@ -163,4 +163,5 @@ def ingest_file(job: FileJob, force: bool = False) -> Document | str:
         chunks=chunked.chunks,
         fields=fields,
         front_matter_error=error,
+        policy=formats.policy_of(job.path),
     )

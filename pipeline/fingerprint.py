@@ -22,6 +22,7 @@ class StoredStat:
     size: int
     mtime_ns: int
     indexed_ns: int
+    policy: str = ""  # the chunk policy it was built with ('' for none recorded: a web page)
 
 
 def needs_read(found: Found, stored: StoredStat | None, reindex: bool = False) -> bool:

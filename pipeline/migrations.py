@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from pipeline import schema
+from pipeline import formats, schema
 from pipeline.db import Connection
 from pipeline.identifiers import identifiers
 from pipeline.paths import PathBase
@@ -100,6 +100,19 @@ def _keep_identifiers(conn: Connection, base: PathBase) -> None:
     conn.execute(f"INSERT INTO {schema.EXACT_TABLE}({schema.EXACT_TABLE}) VALUES ('rebuild')")
 
 
+def _pin_policy(conn: Connection, base: PathBase) -> None:
+    """Format 5 recorded no chunk policy per document; add the column, each file's policy today's.
+
+    A file's documents were built by today's extractor and chunker for its format (the versions
+    start with this format), so each gets the policy of its path's format and nothing is re-chunked
+    by the next run. Web pages keep none ('').
+    """
+    schema.add_policy_column(conn)
+    rows = conn.execute("SELECT id, path FROM documents WHERE source = 'file'").fetchall()
+    conn.executemany("UPDATE documents SET policy = ? WHERE id = ?",
+                     [(formats.policy_of(path), doc_id) for doc_id, path in rows])
+
+
 STEPS = (
     Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
     Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
@@ -107,6 +120,8 @@ STEPS = (
                                    " again)"),
     Step(4, 5, _keep_identifiers, "keeps identifiers (snake_case, dotted.names, --flags) whole in the exact table"
                                   " (rebuilt from the sections; nothing is read again)"),
+    Step(5, 6, _pin_policy, "records each document's chunk policy (format, extractor and chunker versions;"
+                            " nothing is read again)"),
 )
 _BY_SOURCE = {step.source: step for step in STEPS}
 

@@ -64,6 +64,8 @@ class Document:
     # the front-matter fields (pipeline/front_matter.py), and why a leading block was not parsed
     fields: dict[str, Any] = field(default_factory=dict)
     front_matter_error: str | None = None
+    # the chunk policy it was built with (pipeline/formats: `<format>:<extractor>+chunk:<chunker>`)
+    policy: str = ""
     # float32 blobs by chunk ordinal, attached by the writer (they never cross a queue with the document)
     vectors: dict[int, bytes] = field(default_factory=dict)
 
@@ -89,6 +91,7 @@ class Document:
             source=data.get("source", "file"),
             fields=data.get("fields") or {},
             front_matter_error=data.get("front_matter_error"),
+            policy=data.get("policy") or "",
         )
 
 

@@ -18,13 +18,15 @@ from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline import identifiers
 from pipeline.db import Connection
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # The oldest format the writer of an index run migrates (pipeline/migrations.py holds one step per
 # format from here to FORMAT_VERSION); an older store is refused with `knowledge reset --force`.
 MIGRATES_FROM = 1
 # What format 2 lacks, added by its migration (ensure() then creates document_fields).
 FIELDS_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN fields TEXT"
 # Format 3 kept a float copy of every vector beside bit codes; its migration drops both.
+# Format 5 recorded no chunk policy per document; its migration adds the column.
+POLICY_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN policy TEXT NOT NULL DEFAULT ''"
 LEGACY_CODE_TABLES = ("chunks_vec_bits", "chunks_vec_f32")
 LEGACY_CODES_TRIGGER = "chunks_vec_bits_ad"
 
@@ -136,7 +138,8 @@ CREATE TABLE IF NOT EXISTS documents (
     chunk_count INTEGER NOT NULL,
     indexed_at  TEXT NOT NULL,
     indexed_ns  INTEGER NOT NULL,
-    fields      TEXT
+    fields      TEXT,
+    policy      TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS documents_root ON documents(root);
 CREATE TABLE IF NOT EXISTS document_fields (
@@ -405,6 +408,17 @@ def add_fields_column(conn: Connection) -> None:
     columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(documents)")}
     if "fields" not in columns:
         conn.execute(FIELDS_COLUMN_DDL)
+
+
+def has_policy_column(conn: Connection) -> bool:
+    """True when documents records each document's chunk policy (format 6 on; a dry run reads older stores)."""
+    return "policy" in {str(r[1]) for r in conn.execute("PRAGMA table_info(documents)")}
+
+
+def add_policy_column(conn: Connection) -> None:
+    """Add format 6's documents.policy to a format 5 store that lacks it (inside the caller's transaction)."""
+    if not has_policy_column(conn):
+        conn.execute(POLICY_COLUMN_DDL)
 
 
 def drop_legacy_vector_codes(conn: Connection) -> None:

@@ -90,12 +90,12 @@ class Store:
             for doc in docs:
                 row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
                 values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp,
-                          ns, front_matter.to_json(doc.fields))
+                          ns, front_matter.to_json(doc.fields), doc.policy)
                 kept: dict[str, bytes] = {}
                 if row is None:
                     cur = conn.execute(
                         "INSERT INTO documents(root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
-                        " indexed_ns, fields, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " indexed_ns, fields, policy, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (*values, doc.path),
                     )
                     assert cur.lastrowid is not None  # set by every one-row INSERT
@@ -110,7 +110,7 @@ class Store:
                     conn.execute("DELETE FROM document_fields WHERE document_id = ?", (doc_id,))
                     conn.execute(
                         "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
-                        " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ? WHERE id = ?",
+                        " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ?, policy = ? WHERE id = ?",
                         (*values, doc_id),
                     )
                 conn.executemany(

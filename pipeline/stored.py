@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from pipeline import db
+from pipeline import db, schema
 from pipeline.fingerprint import StoredStat
 from pipeline.paths import HERE
 
 PAGE = 2000  # rows per statement: a few hundred KB at most
 LOOKUP = 500  # paths per IN (...) lookup, well under SQLite's 32,766 parameters
-_COLUMNS = "SELECT path, sha256, size, mtime_ns, indexed_ns FROM documents"
+_COLUMNS = "SELECT path, sha256, size, mtime_ns, indexed_ns, {policy} FROM documents"
 
 Row = tuple[str, StoredStat]
 
@@ -31,6 +31,9 @@ class StoredFingerprints:
     def __init__(self, conn: db.Connection | None, page: int = PAGE) -> None:
         self.conn = conn
         self.page = max(1, page)
+        # a store not yet migrated to format 6 (read by a dry run) records no policy: none is older
+        pinned = conn is not None and schema.has_policy_column(conn)
+        self._columns = _COLUMNS.format(policy="policy" if pinned else "''")
 
     def under(self, root: str) -> Iterator[Row]:
         """The stored documents at or under root (a stored spelling), in path order; never a web page.
@@ -57,11 +60,11 @@ class StoredFingerprints:
         op = ">="
         key = low
         while True:
-            rows = self.conn.execute(f"{_COLUMNS} WHERE path {op} ?{bound} ORDER BY path LIMIT ?",
+            rows = self.conn.execute(f"{self._columns} WHERE path {op} ?{bound} ORDER BY path LIMIT ?",
                                      (key, *after, self.page)).fetchall()
-            for path, sha, size, mtime, indexed in rows:
+            for path, sha, size, mtime, indexed, policy in rows:
                 if "://" not in path:
-                    yield path, StoredStat(sha, size, mtime, indexed)
+                    yield path, StoredStat(sha, size, mtime, indexed, policy)
             if len(rows) < self.page:
                 return
             op, key = ">", rows[-1][0]
@@ -75,6 +78,7 @@ class StoredFingerprints:
         for start in range(0, len(wanted), LOOKUP):
             part = wanted[start:start + LOOKUP]
             marks = ",".join("?" * len(part))
-            for path, sha, size, mtime, indexed in self.conn.execute(f"{_COLUMNS} WHERE path IN ({marks})", part):
-                found[path] = StoredStat(sha, size, mtime, indexed)
+            rows = self.conn.execute(f"{self._columns} WHERE path IN ({marks})", part)
+            for path, sha, size, mtime, indexed, policy in rows:
+                found[path] = StoredStat(sha, size, mtime, indexed, policy)
         return found

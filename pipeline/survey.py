@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.errors import KnowledgeError
 from config.settings import Settings
-from pipeline import formats
+from pipeline import formats, schema
 from pipeline.files import read_bytes, sha256_hex
 from pipeline.fingerprint import StoredStat, needs_read
 from pipeline.globs import Globs
 from pipeline.models import FileJob, Skip
-from pipeline.paths import PathBase, under
+from pipeline.paths import HERE, PathBase, under
 from pipeline.stored import LOOKUP, StoredFingerprints
 from pipeline.walker import Found, WalkResult, stream_root, unindexable
 
@@ -57,6 +57,7 @@ class Survey:
         self.watch = tuple(watch)
         self.files = 0  # distinct files walked
         self.unchanged = 0  # of them, unchanged by stat (not read)
+        self.rechunked = 0  # of them, read again because their stored chunk policy is older
         self.skipped: list[Skip] = []
         self.failures: list[Skip] = []
         self.stale: dict[str, Skip] = {}
@@ -156,8 +157,11 @@ class Survey:
     def _classify(self, found: Found, row: StoredStat | None) -> ToRead | None:
         """The job for a walked file (restated) that needs reading, else None (counted unchanged)."""
         lacking = found.path in self.backfill
-        if lacking or needs_read(found, row, self.reindex):
-            sha = None if (self.reindex or row is None or lacking) else row.sha256
+        outdated = (row is not None and not self.reindex and row.policy != ""
+                    and row.policy != formats.policy_of(found.path))
+        if lacking or outdated or needs_read(found, row, self.reindex):
+            sha = None if (self.reindex or row is None or lacking or outdated) else row.sha256
+            self.rechunked += outdated
             job = FileJob(found.path, found.root, found.size, found.mtime_ns, sha, self.base.directory)
             return job, row is not None
         self.unchanged += 1
@@ -193,12 +197,13 @@ class Preview:
     removed: list[str]
     skipped: list[Skip]
     failures: list[Skip]
+    rechunked: list[str] = field(default_factory=list)  # of updated: read again for a newer policy
 
     def to_json(self) -> dict[str, object]:
         """The object `index --dry-run --json` prints."""
         return {
             "dry_run": True, "added": self.added, "updated": self.updated, "unchanged": self.unchanged,
-            "removed": self.removed,
+            "removed": self.removed, "rechunked": self.rechunked,
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "failures": [{"path": s.path, "reason": s.reason} for s in self.failures],
         }
@@ -210,7 +215,12 @@ def preview(found: Survey) -> Preview:
     updated: list[str] = []
     touched = 0
     read_failures: list[Skip] = []
+    rechunked: list[str] = []
+    before = 0
     for job, known in found.jobs():
+        if found.rechunked > before:  # the survey counts an outdated policy as it yields the job
+            before = found.rechunked
+            rechunked.append(job.path)
         if not known:
             added.append(job.path)
             continue
@@ -225,4 +235,27 @@ def preview(found: Survey) -> Preview:
             updated.append(job.path)
     removed = sorted({*found.stale, *found.removals()})
     return Preview(sorted(added), sorted(updated), found.unchanged + touched, removed, found.skipped,
-                   found.failures + read_failures)
+                   found.failures + read_failures, sorted(rechunked))
+
+
+def outdated_policies(stored: StoredFingerprints, enabled: Iterable[str], roots: Iterable[str]) -> int:
+    """The stored files under roots (stored spellings) of the enabled formats whose chunk policy is older
+    than today's: what the run reads and chunks again."""
+    if stored.conn is None or not schema.has_policy_column(stored.conn):
+        return 0
+    where: list[str] = []
+    args: list[str] = []
+    for root in roots:
+        if root == HERE:
+            where.append("substr(path, 1, 1) != '/'")
+            continue
+        prefix = root.rstrip("/")
+        where.append("(path = ? OR (path >= ? AND path < ?))")
+        args += [root, prefix + "/", prefix + "0"]
+    if not where:
+        return 0
+    names = set(enabled)
+    rows = stored.conn.execute("SELECT policy, count(*) FROM documents WHERE source = 'file' AND policy != ''"
+                               f" AND ({' OR '.join(where)}) GROUP BY policy", args).fetchall()
+    return sum(int(count) for policy, count in rows
+               if policy.partition(":")[0] in names and formats.current_policy(policy) not in (None, policy))

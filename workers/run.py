@@ -23,7 +23,7 @@ from pipeline.embeddings import Probe
 from pipeline.models import Skip
 from pipeline.paths import PathBase
 from pipeline.stored import StoredFingerprints
-from pipeline.survey import Preview, Survey, preview
+from pipeline.survey import Preview, Survey, outdated_policies, preview
 from pipeline.vectors import VectorPlan
 from pipeline.web import url_jobs
 from workers import payloads, tally
@@ -139,6 +139,8 @@ def plan_and_enqueue(
                                 "reindex": request.reindex, "started": time.time(), "base": base.directory}
         if targets.urls:
             info["urls"] = targets.urls
+        if not request.reindex:
+            info["rechunked"] = outdated_policies(stored, settings.formats, info["roots"])
         if vector_plan is not None:
             info["vectors"] = vector_plan.to_info()
         ledger.start(run_id, info)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from config.errors import FileSkipped
+from pipeline import chunker
 from pipeline.formats.outline import Extracted
 
 KIB = 1024
@@ -31,6 +32,11 @@ class Format:
     extractor: str  # the module of pipeline.formats holding extract(data: bytes) -> Extracted ('' = plain)
     library: str | None = None  # the distribution it reads with (for doctor), None for the stdlib
     keeps: str = ""
+    version: str = "1"  # the extractor's version: raise it when the same bytes would give other text
+
+    def policy(self) -> str:
+        """The chunk policy of this format's documents: `<format>:<extractor version>+chunk:<chunker version>`."""
+        return f"{self.name}:{self.version}+chunk:{chunker.VERSION}"
 
     def extract(self, data: bytes) -> Extracted:
         """The extracted document of data; raise FileSkipped when it cannot be read."""
@@ -71,6 +77,18 @@ def extension(path: str) -> str:
 def format_of(path: str) -> Format | None:
     """The format that reads path, by its extension; None when no format does."""
     return BY_EXTENSION.get(extension(path))
+
+
+def policy_of(path: str) -> str:
+    """The chunk policy a document of path is built with today (the markdown one for no format)."""
+    fmt = format_of(path)
+    return (fmt if fmt is not None else BY_NAME["markdown"]).policy()
+
+
+def current_policy(policy: str) -> str | None:
+    """Today's policy of the format a stored policy names; None when no format of that name exists."""
+    fmt = BY_NAME.get(policy.partition(":")[0])
+    return None if fmt is None else fmt.policy()
 
 
 def size_limit(path: str) -> int:

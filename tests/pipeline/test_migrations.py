@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db, migrations, schema
+from pipeline import db, formats, migrations, schema
 from tests.conftest import write_tree
 
 RunCli = Callable[..., tuple[int, str, str]]
@@ -33,6 +33,11 @@ _FORMAT_4_OLD = (
     " old.heading_path); INSERT INTO chunks_fts_exact(chunks_fts_exact, rowid, body, heading_path)"
     " VALUES ('delete', old.id, old.body, old.heading_path); INSERT INTO chunks_fts_cjk(chunks_fts_cjk, rowid,"
     " cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';")
+
+
+def _as_format_5(conn: db.Connection, workdir: Path) -> None:
+    """Undo 5 -> 6: no chunk policy per document."""
+    conn.execute("ALTER TABLE documents DROP COLUMN policy")
 
 
 def _as_format_4(conn: db.Connection, workdir: Path) -> None:
@@ -81,7 +86,7 @@ def _as_format_1(conn: db.Connection, workdir: Path) -> None:
 # The inverse of each step, by its source format: a store of format N is the current one taken back
 # through every step from the current format down to N.
 UNDO: dict[int, Callable[[db.Connection, Path], None]] = {
-    4: _as_format_4, 3: _as_format_3, 2: _as_format_2, 1: _as_format_1,
+    5: _as_format_5, 4: _as_format_4, 3: _as_format_3, 2: _as_format_2, 1: _as_format_1,
 }
 OLDER = list(range(schema.MIGRATES_FROM, schema.FORMAT_VERSION))
 
@@ -136,9 +141,11 @@ def test_a_store_of_each_older_format_is_refused_then_migrated_to_the_current_by
     assert "run `knowledge index` once to migrate it" in err
     code, out, err = run_cli("index", "docs")
     assert code == 0, out + err
+    assert "re-chunked" not in out  # each migrated document is pinned to today's policy
     conn = db.connect_readonly(db_path)
     try:
         assert schema.format_version(conn) == schema.FORMAT_VERSION
+        assert {p for (p,) in conn.execute("SELECT policy FROM documents")} == {formats.policy_of("a.md")}
         schema.check(conn, db_path)
         assert not {*schema.LEGACY_CODE_TABLES, schema.LEGACY_CODES_TRIGGER} & schema.table_names(conn)
         assert schema.meta_value(conn, schema.VECTOR_CODES_KEY) is None
@@ -154,6 +161,22 @@ def test_a_store_of_each_older_format_is_refused_then_migrated_to_the_current_by
     assert sorted(_search(run_cli, "model", "validator")) == ["docs/ident.md", "docs/words.md"]
     assert _search(run_cli, "alice") == []  # the front-matter block is a field again, not text
     assert _search(run_cli, "bravo", "--where", "owner=alice") == ["docs/fm.md"]
+
+
+def test_a_migrated_format_5_store_is_not_re_chunked_by_the_next_index(workdir: Path, run_cli: RunCli) -> None:
+    write_tree(workdir, DOCS)
+    assert run_cli("index", "docs")[0] == 0
+    db_path = workdir / "knowledge" / "default" / "knowledge.db"
+    _downgrade(db_path, workdir, 5)
+    code, out, err = run_cli("index", "docs", "--dry-run", "--json")  # reads the store as it is: no policy yet
+    assert code == 0, out + err
+    assert json.loads(out)["rechunked"] == [] and json.loads(out)["updated"] == []
+    code, out, err = run_cli("index", "docs", "--json")
+    assert code == 0, out + err
+    summary = json.loads(out)
+    assert (summary["added"], summary["updated"], summary["unchanged"], summary["rechunked"]) == (0, 0, 4, 0)
+    code, out, err = run_cli("index", "docs", "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["rechunked"] == [] and json.loads(out)["updated"] == []
 
 
 def test_a_store_older_than_the_oldest_migration_or_newer_than_this_knowledge_is_refused_by_the_index(
