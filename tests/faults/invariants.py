@@ -166,7 +166,7 @@ class Invariants:
     knowledge: Knowledge
     cwd: Path  # the directory `knowledge` runs in: relative stored paths are relative to it
     db_path: Path
-    roots: Sequence[Path]  # the trees indexed, as passed to `knowledge index`
+    roots: Sequence[Path | str]  # the trees indexed, as passed to `knowledge index`
     quiesce: Callable[[], None] = field(default=lambda: None)  # stop whatever holds the write lock
 
     def absolute(self, stored: str) -> str:
