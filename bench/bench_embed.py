@@ -113,7 +113,7 @@ def measure_same(url: str, texts: list[str], batch: int = 64, concurrency: int =
 def corpus_texts(docs: Path) -> list[str]:
     """The texts the pipeline will send: every section of every file, as the chunker cuts them."""
     from pipeline.chunker import chunk_text
-    from pipeline.embedded_text import document_text
+    from pipeline.embedding_input import document_text
 
     texts: list[str] = []
     for path in sorted(docs.rglob("*.md")):

@@ -71,7 +71,7 @@ from bench.lib.stores import lexical_store
 from config.loader import settings_from_mapping
 from config.settings import EmbeddingsSettings
 from pipeline import db, schema, vector_codes, vectors
-from pipeline.embedded_text import document_text
+from pipeline.embedding_input import document_text
 from pipeline.embeddings import EmbeddingsClient
 from pipeline.store import Store
 from query import search as search_module

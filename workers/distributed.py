@@ -25,8 +25,8 @@ from config.settings import Settings
 from workers.actors import declare_actors
 from workers.broker import broker_url, connect_broker, namespace, redacted
 from workers.ledger import Presence, RunSummary
-from workers.ledger.protocol import LOCK_TTL_MS
 from workers.ledger.redis_ledger import RedisLedger
+from workers.ledger.shapes import LOCK_TTL_MS
 from workers.run import (
     Progress,
     RunRequest,

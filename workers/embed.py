@@ -43,7 +43,7 @@ from pipeline.vectors import (
 )
 from workers import embed_pace, tally
 from workers.ledger import Ledger
-from workers.ledger.protocol import Outcome
+from workers.ledger.shapes import Outcome
 from workers.payloads import DocumentItem, EmbedWork, Item
 from workers.queues import Actors
 from workers.runtime import Runtime

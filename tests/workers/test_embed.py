@@ -16,7 +16,7 @@ import workers.queues
 from config.errors import EmbeddingUnavailable, VectorIdentityMismatch
 from config.settings import Settings
 from pipeline import db, vectors
-from pipeline.embedded_text import document_text
+from pipeline.embedding_input import document_text
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
 from tests.workers.conftest import EMBED_DIM as DIM  # the `server` fixture's dimension
