@@ -151,20 +151,26 @@ def store_totals(base: Path) -> dict[str, Any]:
     return {"files": int(files), "chunks": int(chunks)}
 
 
+def _sample_bodies(reader: Reader, rng: random.Random, top: int, count: int) -> list[list[str]]:
+    """count sections' words (alphabetic, over two letters; four or more a section) from random chunk ids."""
+    bodies: list[list[str]] = []
+    while len(bodies) < count:
+        at = rng.randint(1, top)
+        row = reader.conn.execute("SELECT body FROM chunks WHERE id >= ? LIMIT 1", (at,)).fetchone()
+        words = [w.strip(".,;:()`*") for w in row[0].split()]
+        words = [w for w in words if w.isalpha() and len(w) > 2]
+        if len(words) >= 4:
+            bodies.append(words)
+    return bodies
+
+
 def store_queries(settings: Settings, n: int, seed: int) -> tuple[list[str], list[str], list[str]]:
     """n search queries, n match queries and n word patterns drawn from the store's own text and vocabulary."""
     rng = random.Random(seed)
     with Reader(settings) as reader:
         top = int(reader.conn.execute("SELECT max(id) FROM chunks").fetchone()[0])
         vocab = [str(t) for (t,) in reader.conn.execute("SELECT term FROM chunks_vocab WHERE doc >= 2 ORDER BY term")]
-        bodies: list[list[str]] = []
-        while len(bodies) < n * 2:
-            at = rng.randint(1, top)
-            row = reader.conn.execute("SELECT body FROM chunks WHERE id >= ? LIMIT 1", (at,)).fetchone()
-            words = [w.strip(".,;:()`*") for w in row[0].split()]
-            words = [w for w in words if w.isalpha() and len(w) > 2]
-            if len(words) >= 4:
-                bodies.append(words)
+        bodies = _sample_bodies(reader, rng, top, n * 2)
     plain = [w for w in vocab if w.isalpha() and len(w) > 2]
 
     def run(words: list[str]) -> str:
