@@ -4,7 +4,7 @@ large trees.
     .venv/bin/python -m bench.bench_distributed compare --files 10000 [--repeat 1]
     .venv/bin/python -m bench.bench_distributed large --files 10000 [--phases first,nochange] [--out DIR]
 
-`compare`, in one run on one generated corpus (bench/corpus.py), each into an empty store:
+`compare`, in one run on one generated corpus (bench/lib/corpus.py), each into an empty store:
   (a) `knowledge index CORPUS` on the in-process default (StubBroker, ingest threads, one writer thread);
   (b) the same through Redis: scripts/run-local.sh starts `knowledge writer` and
       `knowledge worker --processes 2`, then `knowledge index CORPUS` walks, enqueues and follows;
@@ -49,7 +49,7 @@ from typing import Any
 import dramatiq
 import redis
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from bench.lib.machine import Sampler, machine
 from bench.lib.paths import KNOWLEDGE, OUT, ROOT
 from bench.lib.processes import deployment_env, start_redis
@@ -200,7 +200,7 @@ def render(args: argparse.Namespace, stats: Any, rows: list[dict[str, Any]], ove
         "",
         f"Command: `.venv/bin/python -m bench.bench_distributed compare --files {args.files} --repeat {args.repeat}`",
         f"({time.strftime('%Y-%m-%d')}; the sides alternate which goes first). Machine: {args.machine}.",
-        f"Corpus: bench/corpus.py seed {args.seed}, {stats.files} files, {stats.total_bytes / 1e6:.0f} MB;"
+        f"Corpus: bench/lib/corpus.py seed {args.seed}, {stats.files} files, {stats.total_bytes / 1e6:.0f} MB;"
         f" {dis[0]['summary']['chunks']} chunks. Each run into an empty store; batch_files={args.batch_files}.",
         "",
         "| run | embedded (StubBroker, 1 process) | Redis, 2 worker processes + 1 writer | ratio |",

@@ -22,7 +22,7 @@ is shared, plus `max`'s figure on its ~800-byte sample chunks for reference. Pri
 requests/s, chunks/s, mean inputs per request, the busy fraction, and the pipeline's chunks/s as a
 fraction of the maximum on the same texts.
 
-`backpressure` generates a corpus (bench/corpus.py, seed 5) and indexes it into an empty store once
+`backpressure` generates a corpus (bench/lib/corpus.py, seed 5) and indexes it into an empty store once
 per `embeddings.max_pending` limit, against the loopback test server (tests/embedserver.py, 384-d
 hashed vectors) slowed by `--slow` seconds per request so embedding is the bottleneck, as with a
 real model. The pipeline is the embedded engine (2 ingest threads, 1 writer, `concurrency` 2) with
@@ -46,7 +46,7 @@ from typing import Any
 
 import redis
 
-from bench.corpus import generate, sample_chunks
+from bench.lib.corpus import generate, sample_chunks
 from bench.lib.embedding import MODEL, Client, measure, spawn_server, stop_server
 from bench.lib.paths import MODEL_PYTHON, OUT
 from config.loader import settings_from_mapping
@@ -113,7 +113,7 @@ def measure_same(url: str, texts: list[str], batch: int = 64, concurrency: int =
 def corpus_texts(docs: Path) -> list[str]:
     """The texts the pipeline will send: every section of every file, as the chunker cuts them."""
     from pipeline.chunker import chunk_text
-    from pipeline.embedded_text import document_text
+    from pipeline.embedding_input import document_text
 
     texts: list[str] = []
     for path in sorted(docs.rglob("*.md")):
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     top.add_argument("--chunk-bytes", type=int, default=800)
     pipe = verbs.add_parser("pipeline", help="how busy the indexing pipeline keeps the server vs its maximum")
     pipe.add_argument("--out", type=Path, default=OUT / "throughput")
-    pipe.add_argument("--files", type=int, default=150, help="generated corpus files (bench/corpus.py)")
+    pipe.add_argument("--files", type=int, default=150, help="generated corpus files (bench/lib/corpus.py)")
     pipe.add_argument("--small", type=int, default=0, help="instead: this many one-section files")
     pipe.add_argument("--max-duration", type=float, default=40.0, help="seconds of the maximum measurement")
     pipe.add_argument("--concurrency", type=int, default=2, help="embeddings.concurrency of the pipeline")

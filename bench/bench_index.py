@@ -39,8 +39,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench.corpus import generate
 from bench.lib.checkout import baseline_tree, tree_python
+from bench.lib.corpus import generate
 from bench.lib.paths import OUT
 from pipeline.files import ingest_file
 from pipeline.models import Document, FileJob

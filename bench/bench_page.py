@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.bench_page --chunks 10000 --queries 200
 
-Generates a corpus with bench/corpus.py (about 13 chunks a file; reused under --out when built),
+Generates a corpus with bench/lib/corpus.py (about 13 chunks a file; reused under --out when built),
 indexes it with `knowledge index` (lexical), starts `knowledge serve` on a loopback port with both
 tools exposed, and then, for each query (1-4 consecutive words from random chunks, as in
 bench_query.py), interleaves in alternating order: GET /v1/search?q= read to its end (the JSON

@@ -56,8 +56,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.corpus import generate, sample_queries
 from bench.lib import cranfield
+from bench.lib.corpus import generate, sample_queries
 from bench.lib.paths import KNOWLEDGE, OUT, ROOT
 from bench.lib.processes import free_port
 from bench.lib.stats import pct
@@ -558,7 +558,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Install qmd when missing, run every phase interleaved, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--files", type=int, default=5000, help="generated corpus size (bench/corpus.py)")
+    parser.add_argument("--files", type=int, default=5000, help="generated corpus size (bench/lib/corpus.py)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2, help="first index + re-index repetitions per tool")
     parser.add_argument("--cli-queries", type=int, default=40, help="measured CLI queries per tool")

@@ -11,7 +11,7 @@
         --vectors-file bench/out/query-real/store-40000/vectors.f32 --embed-url http://127.0.0.1:8199/v1
         # chunk vectors embedded in-process by bench/embed_chunks.py, queries by the server
 
-For each size it generates a corpus with bench/corpus.py (about 13 chunks a file), indexes it
+For each size it generates a corpus with bench/lib/corpus.py (about 13 chunks a file), indexes it
 with `knowledge index`, then adds a vector per chunk straight into chunks_vec and builds the
 quantised companions (pipeline/vector_codes.py). Vectors are 384-dimension seeded random unit
 vectors, one per chunk (no server needed; KNN costs the same whatever the values, and random
@@ -71,7 +71,7 @@ from bench.lib.stores import lexical_store
 from config.loader import settings_from_mapping
 from config.settings import EmbeddingsSettings
 from pipeline import db, schema, vector_codes, vectors
-from pipeline.embedded_text import document_text
+from pipeline.embedding_input import document_text
 from pipeline.embeddings import EmbeddingsClient
 from pipeline.store import Store
 from query import search as search_module
@@ -365,6 +365,18 @@ def measure_match(base: Path, queries: list[str]) -> dict[str, Any]:
     return {"match": timed(lambda q: enumerate_documents(settings, q, 50), queries)}
 
 
+async def _tool_latency(client: Any, tool: str, queries: list[str]) -> dict[str, float]:
+    """Percentiles of one tool's round trips over queries, after ten warm-up calls."""
+    for q in queries[:10]:
+        await client.call_tool(tool, {"query": q})
+    samples = []
+    for q in queries:
+        start = time.perf_counter()
+        await client.call_tool(tool, {"query": q})
+        samples.append(time.perf_counter() - start)
+    return percentiles(samples)
+
+
 def measure_mcp(base: Path, queries: list[str], workdir: Path) -> dict[str, Any]:
     """Round trips of both tools through the SDK client, over stdio and streamable HTTP."""
     import anyio
@@ -385,19 +397,9 @@ def measure_mcp(base: Path, queries: list[str], workdir: Path) -> dict[str, Any]
     }}))
 
     async def session(client: Any) -> dict[str, Any]:
-        async def call(tool: str) -> dict[str, float]:
-            for q in queries[:10]:
-                await client.call_tool(tool, {"query": q})
-            samples = []
-            for q in queries:
-                start = time.perf_counter()
-                await client.call_tool(tool, {"query": q})
-                samples.append(time.perf_counter() - start)
-            return percentiles(samples)
-
         return {
-            "knowledge_search": await call("knowledge_search"),
-            "knowledge_enumerate": await call("knowledge_enumerate"),
+            "knowledge_search": await _tool_latency(client, "knowledge_search", queries),
+            "knowledge_enumerate": await _tool_latency(client, "knowledge_enumerate", queries),
         }
 
     async def over_stdio() -> dict[str, Any]:
@@ -479,6 +481,16 @@ def markdown(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _query_vectors(args: argparse.Namespace, queries: list[str], keywords: list[str],
+                   ) -> tuple[dict[str, list[float]] | None, list[list[float]]]:
+    """The queries' vectors from --embed-url (None without it) and the recall probes (random without it)."""
+    if not args.embed_url:
+        return None, unit_vectors(2 * args.recall_queries, args.seed + 100)
+    texts = list(dict.fromkeys(queries + keywords))
+    embedded = dict(zip(texts, embed_texts(args.embed_url, texts, "queries")[1]))
+    return embedded, [embedded[q] for q in queries[:args.recall_queries] + keywords[:args.recall_queries]]
+
+
 def main() -> None:
     """Build, measure and report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -520,13 +532,7 @@ def main() -> None:
         settings = settings_from_mapping({}, store_base=base)
         queries = sample_queries(settings, args.queries, args.seed) if not args.vector_only else []
         keywords = keyword_queries(settings, args.queries, args.seed) if not args.vector_only else []
-        embedded: dict[str, list[float]] | None = None
-        if args.embed_url:
-            texts = list(dict.fromkeys(queries + keywords))
-            embedded = dict(zip(texts, embed_texts(args.embed_url, texts, "queries")[1]))
-            probes = [embedded[q] for q in queries[:args.recall_queries] + keywords[:args.recall_queries]]
-        else:
-            probes = unit_vectors(2 * args.recall_queries, args.seed + 100)
+        embedded, probes = _query_vectors(args, queries, keywords)
         result: dict[str, Any] = {"chunks": actual, "documents": docs, "queries": len(queries),
                                   "vectors": "embedded" if args.embed_url else "random"}
         for n, lists in enumerate(args.lists):

@@ -1,6 +1,6 @@
 """`knowledge watch`, in-process default: time from a save to the edit being searchable, and CPU while idle.
 
-On a generated corpus of `--files` files (bench/corpus.py) with `knowledge.paths: [docs]`:
+On a generated corpus of `--files` files (bench/lib/corpus.py) with `knowledge.paths: [docs]`:
   1. start `knowledge watch` (a real process) and wait for its first full run and its "watching" line;
   2. idle: read the process's utime+stime from /proc/<pid>/stat, wait `--idle` seconds with no
      change to the tree, read it again: CPU seconds per wall second (threads included);
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from bench.lib.paths import OUT, ROOT
 from bench.lib.procfs import cpu_seconds
 from config.loader import settings_from_mapping

@@ -29,7 +29,7 @@ alternate two codes (main, branch, main, branch) to compare them at the same loa
 `stores`: a change to how the writer fills the store must not change any answer. It builds one
 store with the baseline commit's `knowledge index` (from a detached `git worktree` of it, as
 bench_index.py --baseline does) and one with this tree's, from the same corpus: the bench corpus
-(bench/corpus.py, seed 1) plus a small mixed tree made here (CJK sentences, identifiers, front
+(bench/lib/corpus.py, seed 1) plus a small mixed tree made here (CJK sentences, identifiers, front
 matter, so the trigram table and phrases are exercised). Then this tree's query code answers the
 same queries from both stores and the answers are compared whole:
 
@@ -59,8 +59,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.corpus import generate
 from bench.lib.checkout import baseline_tree, tree_python
+from bench.lib.corpus import generate
 from bench.lib.paths import BENCH, OUT, ROOT
 from bench.lib.samples import keyword_queries, sample_queries
 from config.loader import settings_from_mapping
@@ -151,20 +151,26 @@ def store_totals(base: Path) -> dict[str, Any]:
     return {"files": int(files), "chunks": int(chunks)}
 
 
+def _sample_bodies(reader: Reader, rng: random.Random, top: int, count: int) -> list[list[str]]:
+    """count sections' words (alphabetic, over two letters; four or more a section) from random chunk ids."""
+    bodies: list[list[str]] = []
+    while len(bodies) < count:
+        at = rng.randint(1, top)
+        row = reader.conn.execute("SELECT body FROM chunks WHERE id >= ? LIMIT 1", (at,)).fetchone()
+        words = [w.strip(".,;:()`*") for w in row[0].split()]
+        words = [w for w in words if w.isalpha() and len(w) > 2]
+        if len(words) >= 4:
+            bodies.append(words)
+    return bodies
+
+
 def store_queries(settings: Settings, n: int, seed: int) -> tuple[list[str], list[str], list[str]]:
     """n search queries, n match queries and n word patterns drawn from the store's own text and vocabulary."""
     rng = random.Random(seed)
     with Reader(settings) as reader:
         top = int(reader.conn.execute("SELECT max(id) FROM chunks").fetchone()[0])
         vocab = [str(t) for (t,) in reader.conn.execute("SELECT term FROM chunks_vocab WHERE doc >= 2 ORDER BY term")]
-        bodies: list[list[str]] = []
-        while len(bodies) < n * 2:
-            at = rng.randint(1, top)
-            row = reader.conn.execute("SELECT body FROM chunks WHERE id >= ? LIMIT 1", (at,)).fetchone()
-            words = [w.strip(".,;:()`*") for w in row[0].split()]
-            words = [w for w in words if w.isalpha() and len(w) > 2]
-            if len(words) >= 4:
-                bodies.append(words)
+        bodies = _sample_bodies(reader, rng, top, n * 2)
     plain = [w for w in vocab if w.isalpha() and len(w) > 2]
 
     def run(words: list[str]) -> str:

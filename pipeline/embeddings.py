@@ -30,7 +30,7 @@ from config.errors import (
     VectorIdentityMismatch,
 )
 from config.settings import EmbeddingsSettings
-from pipeline.embedded_text import document_text, query_text
+from pipeline.embedding_input import document_text, query_text
 
 T = TypeVar("T")
 PROBE_TEXT = "knowledge embeddings probe"
@@ -182,11 +182,11 @@ class EmbeddingsClient:
                 on_request(len(texts), time.perf_counter() - began, ok)
 
     def embed_query(self, text: str) -> list[float]:
-        """The unit vector of a search query: `query_prefix`, then its first 8,192 bytes (pipeline/embedded_text.py)."""
+        """The unit vector of a search query: `query_prefix`, then its first 8,192 bytes (embedding_input.py)."""
         return self.embed([query_text(text, self.settings.query_prefix)])[0]
 
     def document_texts(self, texts: Sequence[str], titles: Sequence[str]) -> list[str]:
-        """The chunk texts as sent to the server by the current recipe, `document_prefix` applied (embedded_text)."""
+        """The chunk texts as sent to the server by the current recipe, `document_prefix` applied (embedding_input)."""
         if len(texts) != len(titles):
             raise ValueError(f"{len(texts)} texts but {len(titles)} titles")
         return [document_text(t, title, self.settings.document_prefix) for t, title in zip(texts, titles)]

@@ -85,3 +85,11 @@ def under(path: str, directory: str) -> bool:
         return not os.path.isabs(path) and "://" not in path
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
+
+def file_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The (device, inode) a path names now, or None when nothing is there: a new one means it was replaced."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -58,7 +58,7 @@ DIMENSION_KEY = "dimension"
 NORMALIZED_KEY = "normalized"
 QUERY_PREFIX_KEY = "query_prefix"
 DOCUMENT_PREFIX_KEY = "document_prefix"
-DOCUMENT_RECIPE_KEY = "document_recipe"  # how a section's text was embedded (pipeline/embedded_text.py)
+DOCUMENT_RECIPE_KEY = "document_recipe"  # how a section's text was embedded (pipeline/embedding_input.py)
 VECTOR_CODES_KEY = "vector_codes"
 VECTOR_CODES_STATE_KEY = "vector_codes_state"  # JSON: the vectors the centroids were trained on, their count, scale
 # The identity of a shadow vector build under way (pipeline/shadow.py): the same fields, prefixed.

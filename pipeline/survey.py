@@ -4,7 +4,7 @@ A Survey walks every root (absolute) with the configured globs and sorts each fi
 its stored spelling, against the store: a file to read (a job, handed out at once by jobs()) or one
 unchanged by stat (counted). It never holds a record per file: the walk yields files in the byte
 order of their paths and the stored fingerprints under the root are read in the same order a page
-at a time (pipeline/stored.py), so the two streams merge; the stored documents the merge passes
+at a time (pipeline/paged_fingerprints.py), so the two streams merge; the stored documents the merge passes
 without a walked file are the root's candidates for removal. Once jobs() is exhausted the walk
 failures, skips, stale documents (indexed, now unindexable) and removals are whole; removals count
 only for a root walked completely. An index run enqueues the jobs as they come (workers/run.py);
@@ -30,8 +30,8 @@ from pipeline.files import read_bytes, sha256_hex
 from pipeline.fingerprint import StoredStat, needs_read
 from pipeline.globs import Globs
 from pipeline.models import FileJob, Skip
+from pipeline.paged_fingerprints import LOOKUP, StoredFingerprints
 from pipeline.paths import HERE, PathBase, under
-from pipeline.stored import LOOKUP, StoredFingerprints
 from pipeline.walker import Found, WalkResult, stream_root, unindexable
 
 ToRead = tuple[FileJob, bool]  # a job, and whether the store knew the file

@@ -1,7 +1,7 @@
 """The vector tier's store side: the pinned vector identity, the chunks_vec table, its writes and reuse.
 
 The identity (model, dimension, normalized, query_prefix, document_prefix and the recipe of the
-embedded text, pipeline/embedded_text.py) is pinned in `meta` when the first vector run writes; every
+embedded text, pipeline/embedding_input.py) is pinned in `meta` when the first vector run writes; every
 later run and every query must match it, or `--reindex` rebuilds the vectors. The recipe alone is
 the exception: a store pinned with an older recipe keeps embedding by it (never a mix of two), and
 doctor and `index --dry-run` say that `--reindex` or `knowledge vectors switch` moves it to the
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.errors import EmbeddingUnavailable, KnowledgeError, PipelineError, VectorIdentityMismatch
 from config.settings import EmbeddingsSettings, Settings
-from pipeline import db, embedded_text, schema, vector_codes
+from pipeline import db, embedding_input, schema, vector_codes
 from pipeline.db import Connection
 
 if TYPE_CHECKING:  # the HTTP client only when a server is really probed; the models only for the writer
@@ -44,11 +44,11 @@ class VectorIdentity:
     query_prefix: str = ""
     document_prefix: str = ""
     normalized: bool = True  # stored vectors are unit length (the client normalises them)
-    recipe: str = embedded_text.CURRENT  # how a section's text is embedded (pipeline/embedded_text.py)
+    recipe: str = embedding_input.CURRENT  # how a section's text is embedded (pipeline/embedding_input.py)
 
     def document_text(self, body: str, crumb: str) -> str:
         """The text a section is embedded as under this identity's prefix and recipe."""
-        return embedded_text.document_text(body, crumb, self.document_prefix, self.recipe)
+        return embedding_input.document_text(body, crumb, self.document_prefix, self.recipe)
 
     def to_meta(self) -> dict[str, str]:
         """The identity as meta rows."""
@@ -70,11 +70,11 @@ class VectorIdentity:
         """Inverse of to_dict."""
         return cls(str(data["model"]), int(data["dimension"]), str(data.get("query_prefix", "")),
                    str(data.get("document_prefix", "")), bool(data.get("normalized", True)),
-                   str(data.get("recipe", embedded_text.LEGACY)))
+                   str(data.get("recipe", embedding_input.LEGACY)))
 
 
 def configured_identity(settings: EmbeddingsSettings, dimension: int,
-                        recipe: str = embedded_text.CURRENT) -> VectorIdentity:
+                        recipe: str = embedding_input.CURRENT) -> VectorIdentity:
     """The identity the configuration asks for, with the dimension the server answers (and the recipe given)."""
     return VectorIdentity(settings.model, dimension, settings.query_prefix, settings.document_prefix,
                           recipe=recipe)
@@ -87,22 +87,22 @@ def pinned_identity(meta: Mapping[str, str]) -> VectorIdentity | None:
         return None
     return VectorIdentity(model, int(dimension), meta.get(schema.QUERY_PREFIX_KEY, ""),
                           meta.get(schema.DOCUMENT_PREFIX_KEY, ""), meta.get(schema.NORMALIZED_KEY, "true") == "true",
-                          meta.get(schema.DOCUMENT_RECIPE_KEY) or embedded_text.LEGACY)
+                          meta.get(schema.DOCUMENT_RECIPE_KEY) or embedding_input.LEGACY)
 
 
 def kept_recipe(pinned: VectorIdentity | None, reindex: bool) -> str:
     """The recipe a run embeds by: the pinned one while it is known and no --reindex asks otherwise, else CURRENT."""
-    if pinned is not None and not reindex and pinned.recipe in embedded_text.RECIPES:
+    if pinned is not None and not reindex and pinned.recipe in embedding_input.RECIPES:
         return pinned.recipe
-    return embedded_text.CURRENT
+    return embedding_input.CURRENT
 
 
 def recipe_note(pinned: VectorIdentity | None) -> str | None:
     """What to say about a store whose vectors were embedded by an older recipe (None when current)."""
-    if pinned is None or pinned.recipe == embedded_text.CURRENT:
+    if pinned is None or pinned.recipe == embedding_input.CURRENT:
         return None
     return (f"the vectors embed each section by the {pinned.recipe!r} recipe (without its breadcrumb); `{REINDEX}`"
-            f" or `knowledge vectors switch` re-embeds them by {embedded_text.CURRENT!r}, which ranks better")
+            f" or `knowledge vectors switch` re-embeds them by {embedding_input.CURRENT!r}, which ranks better")
 
 
 def serves(settings: EmbeddingsSettings, identity: VectorIdentity) -> bool:

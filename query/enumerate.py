@@ -175,29 +175,11 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
     columns = {term: _documents(conn, term, generation) for term in parsed.terms}
     sets = {term: found.positions() for term, found in columns.items()}
     reports = [report(conn, term, len(sets[term]), generation) for term in parsed.terms]
-    ordered = sorted(positives, key=lambda t: len(sets[t]))
-    matching = set(sets[ordered[0]])
-    for term in ordered[1:]:
-        matching &= sets[term].keys()
-    for term in parsed.terms:
-        if term.negated:
-            matching -= sets[term].keys()
+    matching = _matching(parsed, positives, sets)
     active = filters is not None and filters.active
     if filters is not None and active:
         matching &= filters.documents(conn)
-    totals: dict[int, DocumentHits] = {}
-    found = [(sets[term], columns[term]) for term in positives]
-    for doc_id in matching:
-        body = heading = 0
-        first = NO_CHUNK
-        for at, per_term in found:
-            i = at[doc_id]
-            body += per_term.body[i]
-            heading += per_term.heading[i]
-            if per_term.first[i] < first:
-                first = per_term.first[i]
-        if body + heading >= min_matches:
-            totals[doc_id] = DocumentHits(body, heading, first)
+    totals = _tallied(matching, [(sets[term], columns[term]) for term in positives], min_matches)
     documents = _hydrate(conn, totals, sort, limit)
     generation.keep()
     result = EnumerateResult(Status.OK, "", text, reports, parsed.dropped, len(totals), documents, indexed)
@@ -205,6 +187,35 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
     if filters is not None and active:
         result.note += "; " + filters.describe()
     return result
+
+
+def _matching(parsed: ParsedQuery, positives: list[Term], sets: dict[Term, dict[int, int]]) -> set[int]:
+    """The documents holding every positive term (smallest set first) and none of the negated ones."""
+    ordered = sorted(positives, key=lambda t: len(sets[t]))
+    matching = set(sets[ordered[0]])
+    for term in ordered[1:]:
+        matching &= sets[term].keys()
+    for term in parsed.terms:
+        if term.negated:
+            matching -= sets[term].keys()
+    return matching
+
+
+def _tallied(matching: set[int], found: list[tuple[dict[int, int], Columns]],
+             min_matches: int) -> dict[int, DocumentHits]:
+    """Each matching document's body and heading matches summed over the terms, and its first chunk."""
+    totals: dict[int, DocumentHits] = {}
+    for doc_id in matching:
+        body = heading = 0
+        first = NO_CHUNK
+        for at, per_term in found:
+            i = at[doc_id]
+            body += per_term.body[i]
+            heading += per_term.heading[i]
+            first = min(first, per_term.first[i])
+        if body + heading >= min_matches:
+            totals[doc_id] = DocumentHits(body, heading, first)
+    return totals
 
 
 def ok_note(result: EnumerateResult, shown: int | None = None) -> str:

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from pipeline import db
 from pipeline.db import Connection
+from pipeline.paths import file_identity
 
 MAX_STORES = 4
 MAX_ENTRIES = 4096
@@ -74,20 +75,12 @@ _lock = threading.Lock()
 _stores: OrderedDict[str, _Store] = OrderedDict()
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def _poll(path: Path) -> tuple[_Store, int] | None:
     """The store's entry and its generation now (None when the file cannot be watched); call under _lock."""
     if any(s.pid != os.getpid() for s in _stores.values()):
         _stores.clear()  # a forked child never uses its parent's connections (nor closes them)
     key = str(path)
-    identity = _identity(path)
+    identity = file_identity(path)
     found = _stores.get(key)
     if found is not None and found.identity != identity:
         found.conn.close()

@@ -73,18 +73,22 @@ def _numbered(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
+def _in_string(char: str, escaped: bool) -> tuple[bool, bool]:
+    """After char inside a JSON string: whether still inside it, and whether the next char is escaped."""
+    if escaped:
+        return True, False
+    if char == "\\":
+        return True, True
+    return char != '"', False
+
+
 def _depth(line: str) -> int:
     """How deep the arrays and objects of a JSON text nest (brackets inside strings not counted)."""
     depth = deepest = 0
     in_string = escaped = False
     for char in line:
         if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
+            in_string, escaped = _in_string(char, escaped)
         elif char == '"':
             in_string = True
         elif char in "[{":

@@ -62,6 +62,23 @@ def scrub(text: str) -> str:
     return _UNENCODABLE.sub("\ufffd", text).replace("\x00", " ")
 
 
+def _scope(text: str, i: int) -> tuple[str | None, int]:
+    """The field a term at i is scoped to (`heading:`, `body:`; None without one) and where its text starts."""
+    found = _FIELD.match(text, i)
+    if not found:
+        return None, i
+    name = found.group(1)
+    i = found.end()
+    if name.lower() not in FIELDS:
+        raise QueryError(
+            f"unknown field `{name}:`; the fields are heading: and body: "
+            f"(to match the word itself, write {name} without the colon)"
+        )
+    if i >= len(text) or text[i].isspace():
+        raise QueryError(f"`{name}:` needs a term right after it, as {name}:word or {name}:\"a phrase\"")
+    return name.lower(), i
+
+
 def parse(text: str) -> ParsedQuery:
     """Parse the match language; raise QueryError naming what to write instead."""
     text = scrub(text)
@@ -76,19 +93,7 @@ def parse(text: str) -> ParsedQuery:
             i += 1
             if i >= n or text[i].isspace():
                 raise QueryError("a bare `-` excludes nothing: write it directly before a word, as `api -deprecated`")
-        scope: str | None = None
-        found = _FIELD.match(text, i)
-        if found:
-            name = found.group(1)
-            i = found.end()
-            if name.lower() not in FIELDS:
-                raise QueryError(
-                    f"unknown field `{name}:`; the fields are heading: and body: "
-                    f"(to match the word itself, write {name} without the colon)"
-                )
-            if i >= n or text[i].isspace():
-                raise QueryError(f"`{name}:` needs a term right after it, as {name}:word or {name}:\"a phrase\"")
-            scope = name.lower()
+        scope, i = _scope(text, i)
         if text[i] == '"':
             body, i = _phrase(text, i)
             phrase = True

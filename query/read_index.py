@@ -23,11 +23,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from config.errors import QueryError
 from config.settings import Settings
 from pipeline import db
+from pipeline.paths import file_identity
 from query.reader import Reader, open_reader
 
 
@@ -38,14 +38,6 @@ class _Kept:
     reader: Reader
     identity: tuple[int, int] | None
     version: int
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 class ReadIndex:
@@ -84,7 +76,7 @@ class ReadIndex:
     def _lend(self) -> _Kept | None:
         """A checked idle Reader, else a new one (None when the index was never built)."""
         path = self.settings.db_path
-        identity = _identity(path)
+        identity = file_identity(path)
         while True:
             with self._lock:
                 if os.getpid() != self.pid:  # a forked child never uses its parent's connections
@@ -108,7 +100,7 @@ class ReadIndex:
         if reader is None:
             return None
         try:
-            return _Kept(reader, _identity(path), reader.version() if self.keep else -1)
+            return _Kept(reader, file_identity(path), reader.version() if self.keep else -1)
         except Exception:
             reader.close()
             raise

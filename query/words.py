@@ -340,6 +340,29 @@ def field_words(reader: Reader, field: str) -> set[str]:
         return {str(t) for (t,) in rows}
 
 
+def _ordered(infos: list[WordInfo], narrowing: Narrowing) -> list[WordInfo]:
+    """infos in the narrowing's order (most documents as written first for "docs"), cut to its limit."""
+    if narrowing.sort == "docs":
+        infos = sorted(infos, key=lambda i: (-(i.as_written or 0), i.word))
+    if narrowing.limit is not None:
+        infos = infos[: narrowing.limit]
+    return infos
+
+
+def _refused_pattern(pattern: str | None) -> WordsResult | None:
+    """The PATTERN_INVALID answer for a pattern re cannot compile or too large to run; None for a good one."""
+    try:
+        with warnings.catch_warnings():  # a user's pattern may trip re's FutureWarnings; it is not our code
+            warnings.simplefilter("ignore", FutureWarning)
+            if pattern:
+                re.compile(pattern, re.IGNORECASE)
+            if pattern and unrolled_size(pattern) > PATTERN_UNITS:  # before the bounded engine compiles it
+                return WordsResult(Status.PATTERN_INVALID, _too_large(pattern), pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
+    return None
+
+
 def list_words(
     settings: Settings, pattern: str | None = None, counts: bool | None = None, reader: Reader | None = None,
     narrowing: Narrowing | None = None,
@@ -350,14 +373,9 @@ def list_words(
     the narrowing needs them).
     """
     narrowing = narrowing or Narrowing()
-    try:
-        with warnings.catch_warnings():  # a user's pattern may trip re's FutureWarnings; it is not our code
-            warnings.simplefilter("ignore", FutureWarning)
-            compiled = re.compile(pattern, re.IGNORECASE) if pattern else None
-            if pattern and unrolled_size(pattern) > PATTERN_UNITS:  # before the bounded engine compiles it
-                return WordsResult(Status.PATTERN_INVALID, _too_large(pattern), pattern)
-    except (re.error, OverflowError, RecursionError) as exc:
-        return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
+    refused = _refused_pattern(pattern)
+    if refused is not None:
+        return refused
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
             return WordsResult(Status.INDEX_NOT_BUILT, not_built_note(settings), pattern)
@@ -370,7 +388,7 @@ def list_words(
             in_field = field_words(reader, narrowing.field)
             vocab = [w for w in vocab if w in in_field]
         try:
-            selected = vocab if compiled is None else matching_words(pattern or "", vocab)
+            selected = matching_words(pattern, vocab) if pattern else vocab
         except ValueError as exc:
             return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
         if selected is None:
@@ -383,10 +401,7 @@ def list_words(
             reader.require_intact()  # counts from an emptied porter index would read as "no form"
             by_word = document_counts(reader, selected, stems)
             infos = [info for w in selected if narrowing.keeps(info := WordInfo(w, stems[w], *by_word[w]))]
-        if narrowing.sort == "docs":
-            infos = sorted(infos, key=lambda i: (-(i.as_written or 0), i.word))
-        if narrowing.limit is not None:
-            infos = infos[: narrowing.limit]
+        infos = _ordered(infos, narrowing)
         selected = [i.word for i in infos]
         note = None if selected else f"no word of the index matches {pattern!r}"
         return WordsResult(Status.OK, note, pattern, infos, len(vocab))

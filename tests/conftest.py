@@ -91,7 +91,7 @@ def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tests/workers/test_distributed.py and the fault suite's distributed faults)."""
     import time
 
-    from bench.corpus import generate
+    from bench.lib.corpus import generate
     from tests.workers.cluster import CORPUS_FILES
     from tests.workers.conftest import require_redis
 

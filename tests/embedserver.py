@@ -158,23 +158,27 @@ class _Handler(BaseHTTPRequestHandler):
         if faults.hang_up:
             self.close_connection = True
             return
-        if faults.throttle > 0:
-            headers = {"Retry-After": faults.retry_after} if faults.retry_after is not None else {}
-            self._send(429, {"error": {"message": "slow down"}}, headers)
-            return
-        if faults.fail_next > 0:
-            self._send(500, {"error": {"message": "injected failure"}})
-            return
-        if faults.fail_above is not None and len(inputs) > faults.fail_above:
-            self._send(faults.fail_status, {"error": {"message": f"batch over {faults.fail_above}"}})
-            return
-        if faults.poison and any(faults.poison in str(text) for text in inputs):
-            self._send(500, {"error": {"message": "model crashed on an input"}})
-            return
-        if faults.error_in_body:
-            self._send(200, {"error": {"message": "context length exceeded", "type": "invalid_request"}})
+        refusal = _refusal(faults, inputs)
+        if refusal is not None:
+            self._send(*refusal)
             return
         self._send(200, _answer(inputs, dim, normalize, faults, str(body.get("model"))))
+
+
+def _refusal(faults: Faults, inputs: list[Any]) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
+    """The injected error answer (status, body, headers) for a request, or None to answer it."""
+    if faults.throttle > 0:
+        headers = {"Retry-After": faults.retry_after} if faults.retry_after is not None else {}
+        return 429, {"error": {"message": "slow down"}}, headers
+    if faults.fail_next > 0:
+        return 500, {"error": {"message": "injected failure"}}, {}
+    if faults.fail_above is not None and len(inputs) > faults.fail_above:
+        return faults.fail_status, {"error": {"message": f"batch over {faults.fail_above}"}}, {}
+    if faults.poison and any(faults.poison in str(text) for text in inputs):
+        return 500, {"error": {"message": "model crashed on an input"}}, {}
+    if faults.error_in_body:
+        return 200, {"error": {"message": "context length exceeded", "type": "invalid_request"}}, {}
+    return None
 
 
 def _answer(inputs: list[Any], dim: int, normalize: bool, faults: Faults, model: str) -> dict[str, Any]:
@@ -184,28 +188,33 @@ def _answer(inputs: list[Any], dim: int, normalize: bool, faults: Faults, model:
     items: list[dict[str, Any]] = [
         {"object": "embedding", "index": i, "embedding": vec} for i, vec in enumerate(vectors)
     ]
-    last = items[-1] if items else None
-    if last is not None:
-        if faults.duplicate_index and len(items) > 1:
-            last["index"] = 0
-        if faults.out_of_range:
-            last["index"] = len(items)
-        if faults.empty_vector:
-            last["embedding"] = []
-        if faults.wrong_dim:
-            last["embedding"] = last["embedding"][:-1]
-        if faults.non_numeric:
-            last["embedding"][0] = "x"
-        if faults.nan_value:
-            last["embedding"][0] = math.nan
-        if faults.zero_vector:
-            last["embedding"] = [0.0] * dim
-        if faults.drop_item:
-            items.remove(last)
+    if items:
+        _damage_last(items, faults, dim)
     if faults.shuffle:
         items.reverse()
     usage = {"prompt_tokens": 0, "total_tokens": 0}
     return {"object": "list", "data": items, "model": faults.model or model, "usage": usage}
+
+
+def _damage_last(items: list[dict[str, Any]], faults: Faults, dim: int) -> None:
+    """Apply the faults that damage the last item of an answer."""
+    last = items[-1]
+    if faults.duplicate_index and len(items) > 1:
+        last["index"] = 0
+    if faults.out_of_range:
+        last["index"] = len(items)
+    if faults.empty_vector:
+        last["embedding"] = []
+    if faults.wrong_dim:
+        last["embedding"] = last["embedding"][:-1]
+    if faults.non_numeric:
+        last["embedding"][0] = "x"
+    if faults.nan_value:
+        last["embedding"][0] = math.nan
+    if faults.zero_vector:
+        last["embedding"] = [0.0] * dim
+    if faults.drop_item:
+        items.remove(last)
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -45,6 +45,7 @@ def test_pyproject_lists_the_five_packages_and_their_subpackages_explicitly() ->
 @pytest.mark.parametrize("name", PACKAGES)
 def test_each_import_name_resolves_to_this_repository(name: str) -> None:
     module = importlib.import_module(name)
+    assert module.__file__ is not None
     assert Path(module.__file__).resolve().parent == ROOT / name
 
 

@@ -25,8 +25,8 @@ from config.settings import Settings
 from workers.actors import declare_actors
 from workers.broker import broker_url, connect_broker, namespace, redacted
 from workers.ledger import Presence, RunSummary
-from workers.ledger.protocol import LOCK_TTL_MS
 from workers.ledger.redis_ledger import RedisLedger
+from workers.ledger.shapes import LOCK_TTL_MS
 from workers.run import (
     Progress,
     RunRequest,
@@ -156,6 +156,21 @@ def _follow_with_grace(ledger: RedisLedger, run_id: str, view: Progress, watch: 
             time.sleep(0.5)
 
 
+def _take_run_lock(settings: Settings, ledger: RedisLedger, run_id: str, url: str) -> None:
+    """Take the store's run lock for run_id; RunInProgress while another run holds it, BrokerError on Redis."""
+    try:
+        holder = ledger.run_lock.acquire(run_id, LOCK_TTL_MS)
+    except redis.RedisError as exc:
+        if out_of_memory(exc):
+            raise full_broker(ledger, url, exc, "taking the run lock") from None
+        raise BrokerError(f"broker at {url} failed: {exc}") from None
+    if holder is not None:
+        raise RunInProgress(
+            f"run {holder} is in progress for the store {settings.db_path}; wait for it to finish "
+            "(`knowledge runs` shows it) and run `knowledge index` again"
+        )
+
+
 def run_distributed(settings: Settings, request: RunRequest, targets: Targets, view: Progress, notes: Notes,
                     detach: bool, timeout: float | None = None, grace: float = NO_PROCESS_GRACE_S,
                     ) -> RunSummary | Enqueued:
@@ -169,17 +184,7 @@ def run_distributed(settings: Settings, request: RunRequest, targets: Targets, v
     try:
         actors = declare_actors(broker)
         run_id = new_run_id()
-        try:
-            holder = ledger.run_lock.acquire(run_id, LOCK_TTL_MS)
-        except redis.RedisError as exc:
-            if out_of_memory(exc):
-                raise full_broker(ledger, url, exc, "taking the run lock") from None
-            raise BrokerError(f"broker at {url} failed: {exc}") from None
-        if holder is not None:
-            raise RunInProgress(
-                f"run {holder} is in progress for the store {settings.db_path}; wait for it to finish "
-                "(`knowledge runs` shows it) and run `knowledge index` again"
-            )
+        _take_run_lock(settings, ledger, run_id, url)
         watch = _Watch(ledger, run_id, notes, grace=grace)
         _note_missing(ledger, run_id, notes, detach, grace)
         try:

@@ -43,7 +43,7 @@ from pipeline.vectors import (
 )
 from workers import embed_pace, tally
 from workers.ledger import Ledger
-from workers.ledger.protocol import Outcome
+from workers.ledger.shapes import Outcome
 from workers.payloads import DocumentItem, EmbedWork, Item
 from workers.queues import Actors
 from workers.runtime import Runtime
@@ -181,40 +181,7 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
     failed: dict[str, tuple[str, str]] = {}
     vectors: list[tuple[str, int, bytes]] = []
     if todo:
-        splits: list[int] = []
-        health = embed_pace.run_health(run_id)
-        observer: embed_pace.Observer | None = None
-
-        def on_split(size: int) -> None:
-            splits.append(size)
-            if observer is not None:
-                observer.split(size)
-
-        def on_request(inputs: int, seconds: float, ok: bool) -> None:
-            tally.embed_request(inputs, seconds, ok)
-            if observer is not None:
-                observer.request(inputs, seconds, ok)
-
-        with tracer().start_as_current_span("embed batch", attributes={"knowledge.run_id": run_id,
-                                                                       "knowledge.batch": index,
-                                                                       "knowledge.inputs": len(todo)}) as span:
-            results: list[list[float] | EmbeddingError]
-            try:
-                client = client_for(runtime, plan)
-                pace = embed_pace.pace_for(client.settings.concurrency, client.settings.timeout)
-                observer = embed_pace.Observer(health, pace)
-                with pace.slot():  # fewer requests in flight while the server's latency climbs
-                    results = list(client.embed_halving([w.text for w in todo], on_split, on_request))
-            except VectorIdentityMismatch as exc:
-                results = [exc] * len(todo)
-            span.set_attribute("knowledge.halvings", len(splits))
-            tally.count_halvings(len(splits))
-            span.set_attribute("knowledge.failed_inputs", sum(isinstance(r, EmbeddingError) for r in results))
-        for chunk, result in zip(todo, results):
-            if isinstance(result, EmbeddingError):
-                failed.setdefault(chunk.doc_key, (chunk.path, f"embedding section {chunk.ordinal} failed: {result}"))
-            else:  # the one float -> blob step: from here on a vector is bytes
-                vectors.append((chunk.doc_key, chunk.ordinal, to_blob(result)))
+        failed, vectors = _partition(todo, _embed_texts(runtime, run_id, index, plan, todo))
     if failed:
         fail_documents(runtime, run_id, failed)
     complete = runtime.ledger.backlog.put_vectors(run_id, vectors, sorted({w.doc_key for w in work}))
@@ -222,6 +189,54 @@ def embed_batch(runtime: Runtime, run_id: str, index: int) -> None:
         if dkey not in failed:
             runtime.actors.write.send(run_id, dkey)
     batch_finished(runtime, run_id, index, plan)
+
+
+def _embed_texts(runtime: Runtime, run_id: str, index: int, plan: VectorPlan, todo: list[EmbedWork],
+                 ) -> list[list[float] | EmbeddingError]:
+    """Embed todo's texts at the server's pace, traced: a vector or the error per input, in order."""
+    splits: list[int] = []
+    health = embed_pace.run_health(run_id)
+    observer: embed_pace.Observer | None = None
+
+    def on_split(size: int) -> None:
+        splits.append(size)
+        if observer is not None:
+            observer.split(size)
+
+    def on_request(inputs: int, seconds: float, ok: bool) -> None:
+        tally.embed_request(inputs, seconds, ok)
+        if observer is not None:
+            observer.request(inputs, seconds, ok)
+
+    with tracer().start_as_current_span("embed batch", attributes={"knowledge.run_id": run_id,
+                                                                   "knowledge.batch": index,
+                                                                   "knowledge.inputs": len(todo)}) as span:
+        results: list[list[float] | EmbeddingError]
+        try:
+            client = client_for(runtime, plan)
+            pace = embed_pace.pace_for(client.settings.concurrency, client.settings.timeout)
+            observer = embed_pace.Observer(health, pace)
+            with pace.slot():  # fewer requests in flight while the server's latency climbs
+                results = list(client.embed_halving([w.text for w in todo], on_split, on_request))
+        except VectorIdentityMismatch as exc:
+            results = [exc] * len(todo)
+        span.set_attribute("knowledge.halvings", len(splits))
+        tally.count_halvings(len(splits))
+        span.set_attribute("knowledge.failed_inputs", sum(isinstance(r, EmbeddingError) for r in results))
+    return results
+
+
+def _partition(todo: list[EmbedWork], results: list[list[float] | EmbeddingError],
+               ) -> tuple[dict[str, tuple[str, str]], list[tuple[str, int, bytes]]]:
+    """The documents failed (key -> path, reason) and the vectors as blobs, from todo's results."""
+    failed: dict[str, tuple[str, str]] = {}
+    vectors: list[tuple[str, int, bytes]] = []
+    for chunk, result in zip(todo, results):
+        if isinstance(result, EmbeddingError):
+            failed.setdefault(chunk.doc_key, (chunk.path, f"embedding section {chunk.ordinal} failed: {result}"))
+        else:  # the one float -> blob step: from here on a vector is bytes
+            vectors.append((chunk.doc_key, chunk.ordinal, to_blob(result)))
+    return failed, vectors
 
 
 def batch_finished(runtime: Runtime, run_id: str, index: int, plan: VectorPlan) -> None:

@@ -36,7 +36,7 @@ from workers import queues
 from workers.actors import declare_actors
 from workers.broker import build_stub_broker
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
-from workers.ledger.protocol import LOCK_TTL_MS
+from workers.ledger.shapes import LOCK_TTL_MS
 from workers.maintenance import WRITER_HOLDER, HeldStore, busy
 from workers.run import Progress, RunRequest, Targets, follow, new_run_id, plan_and_enqueue
 from workers.runtime import Runtime, install, uninstall

@@ -15,7 +15,7 @@ from typing import Any
 from config.observability import get_logger
 from workers import embed, payloads, tally
 from workers.ingest import batch_key
-from workers.ledger.protocol import Outcome
+from workers.ledger.shapes import Outcome
 from workers.runtime import Runtime
 
 log = get_logger("knowledge.worker")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pipeline.models import Document
-from workers.ledger.protocol import Wire
+from workers.ledger.shapes import Wire
 
 
 @dataclass(frozen=True)

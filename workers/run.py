@@ -21,8 +21,8 @@ from config.urls import looks_like_url, normalize_urls
 from pipeline import changes, db, schema, vectors
 from pipeline.embeddings import Probe
 from pipeline.models import Skip
+from pipeline.paged_fingerprints import StoredFingerprints
 from pipeline.paths import PathBase
-from pipeline.stored import StoredFingerprints
 from pipeline.survey import Preview, Survey, outdated_policies, preview
 from pipeline.vectors import VectorPlan
 from pipeline.web import url_jobs

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from config.instruments import EMBED_OUTCOME, OUTCOME, REASON, RUN_OUTCOME, STAGE, instruments, reason_class
-from workers.ledger.protocol import Outcome
+from workers.ledger.shapes import Outcome
 
 
 def count_walk(total: int, skipped: Iterable[str]) -> None:

@@ -35,6 +35,7 @@ from config.errors import KnowledgeError, RunInProgress, UsageError
 from config.settings import Settings
 from pipeline.changes import Batch, Pending, Scope, decide
 from pipeline.lock import WATCH_LOCK_NAME, WriteLock
+from pipeline.paths import file_identity
 from workers.engine import Engine
 from workers.ledger import RunSummary
 from workers.run import DELETED, RunRequest, Targets
@@ -92,15 +93,6 @@ class Applied:
 
 
 Report = Callable[[str, dict[str, object]], None]
-
-
-def root_id(root: str) -> tuple[int, int] | None:
-    """The root's (device, inode), or None when it is not there: a new one means it was replaced."""
-    try:
-        st = os.stat(root)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def undecodable_dir(error: str) -> str | None:
@@ -179,7 +171,7 @@ class Watcher:
         is re-walked (for the events the failed watcher held back), never a full run of every root.
         """
         polling = os.environ.get("WATCHFILES_FORCE_POLLING", "").lower() not in ("", "0", "false", "no")
-        armed = {r: root_id(r) for r in watchable}
+        armed = {r: file_identity(r) for r in watchable}
         notify: RustNotify | None = None
         try:
             notify = RustNotify(watchable, False, polling, POLL_DELAY_MS, True, True).__enter__()
@@ -232,7 +224,7 @@ class Watcher:
         does a delete event on the root itself while it exists again (a re-created directory may reuse
         the inode number)."""
         replaced = [r for r, old in armed.items()
-                    if (new := root_id(r)) is not None and (new != old or r in deleted)]
+                    if (new := file_identity(r)) is not None and (new != old or r in deleted)]
         for root in replaced:
             self.report("root-replaced", {"root": root})
             self.pending.need_full(f"root replaced: {root}")

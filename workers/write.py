@@ -6,7 +6,7 @@ from config.errors import KnowledgeError, StoreFull
 from config.observability import tracer
 from pipeline.db import DatabaseError, is_disk_full
 from workers import embed, payloads, tally
-from workers.ledger.protocol import Outcome
+from workers.ledger.shapes import Outcome
 from workers.payloads import DocumentItem, Item, Skipped, Touch
 from workers.runtime import Runtime
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench.corpus import sample_chunks
+from bench.lib.corpus import sample_chunks
 from bench.lib.paths import BENCH, MODEL_PYTHON
 
 MODEL = "all-MiniLM-L6-v2"

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from bench.lib.paths import KNOWLEDGE
 from pipeline import schema
 

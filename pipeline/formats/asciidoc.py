@@ -33,11 +33,6 @@ def extract(data: bytes) -> Extracted:
     anchor = language = ""
     title: str | None = None
 
-    def flush() -> None:
-        if para:
-            out.para("\n".join(para))
-            para.clear()
-
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -45,44 +40,58 @@ def extract(data: bytes) -> Extracted:
         stripped = line.strip()
         heading = _HEADING.match(line)
         if heading:
-            flush()
+            _flush(para, out)
             level = len(heading.group(1))
             title = title or (heading.group(2) if level == 1 else None)
             out.heading(level, heading.group(2), anchor)
             anchor = ""
         elif (found := _ANCHOR.match(stripped)) is not None:
-            flush()
+            _flush(para, out)
             anchor = found.group(1) or found.group(2) or ""
         elif stripped.startswith("//") and not stripped.startswith("////"):
             continue
-        elif _ATTRIBUTE_ENTRY.match(line) or stripped.startswith("include::"):
-            flush()
+        elif _only_breaks(line, stripped):
+            _flush(para, out)
         elif _BLOCK_ATTRIBUTES.match(stripped):
-            flush()
+            _flush(para, out)
             source = _SOURCE.match(stripped)
             language = source.group(1) if source else ""
         elif (delimiter := _CODE_DELIMITERS.match(stripped) or _DROPPED_DELIMITERS.match(stripped)) is not None:
-            flush()
-            end = _block_end(lines, i, delimiter.group(1))
-            if _CODE_DELIMITERS.match(stripped):
-                out.code("\n".join(lines[i:end]), language)
-            i, language = end + 1, ""
+            _flush(para, out)
+            i, language = _delimited(lines, i, stripped, delimiter.group(1), language, out), ""
         elif _TABLE.match(stripped):
-            flush()
-            end = _block_end(lines, i, stripped)
-            rows = [[c.strip() for c in row.split("|") if c.strip()] for row in lines[i:end]]
-            out.para("\n".join(" | ".join(cells) for cells in rows if cells))
-            i = end + 1
-        elif _TEXT_DELIMITERS.match(stripped) or not stripped:
-            flush()
+            _flush(para, out)
+            i = _table(lines, i, stripped, out)
         elif stripped.startswith(".") and len(stripped) > 1 and not stripped.startswith(".."):
-            flush()
+            _flush(para, out)
             para.append(stripped[1:])  # a block title
-            flush()
+            _flush(para, out)
         else:
             para.append(line)
-    flush()
+    _flush(para, out)
     return out.result(title)
+
+
+def _only_breaks(line: str, stripped: str) -> bool:
+    """Whether a line only ends the paragraph: an attribute entry, an include, a text block's delimiter, blank."""
+    return (_ATTRIBUTE_ENTRY.match(line) is not None or stripped.startswith("include::")
+            or _TEXT_DELIMITERS.match(stripped) is not None or not stripped)
+
+
+def _delimited(lines: list[str], i: int, stripped: str, delimiter: str, language: str, out: Outline) -> int:
+    """Add the delimited block opened above line i to out (code kept, others dropped); the line after it."""
+    end = _block_end(lines, i, delimiter)
+    if _CODE_DELIMITERS.match(stripped):
+        out.code("\n".join(lines[i:end]), language)
+    return end + 1
+
+
+def _table(lines: list[str], i: int, stripped: str, out: Outline) -> int:
+    """Add the table opened above line i to out as one paragraph of rows; the line after it."""
+    end = _block_end(lines, i, stripped)
+    rows = [[c.strip() for c in row.split("|") if c.strip()] for row in lines[i:end]]
+    out.para("\n".join(" | ".join(cells) for cells in rows if cells))
+    return end + 1
 
 
 def _block_end(lines: list[str], start: int, delimiter: str) -> int:
@@ -91,3 +100,10 @@ def _block_end(lines: list[str], start: int, delimiter: str) -> int:
         if lines[j].strip() == delimiter:
             return j
     return len(lines)
+
+
+def _flush(para: list[str], out: Outline) -> None:
+    """Add the lines gathered in para to out as one paragraph, and empty para."""
+    if para:
+        out.para("\n".join(para))
+        para.clear()

@@ -27,9 +27,7 @@ def extract(data: bytes) -> Extracted:
     title: str | None = None
 
     def flush() -> None:
-        if para:
-            out.para("\n".join(para))
-            para.clear()
+        _flush(para, out)
 
     i = 0
     while i < len(lines):
@@ -43,26 +41,44 @@ def extract(data: bytes) -> Extracted:
             out.heading(len(heading.group(1)), heading.group(2))
         elif begin:
             flush()
-            kind = begin.group(1).lower()
-            end = next((j for j in range(i, len(lines)) if re.match(rf"^\s*#\+end_{kind}\b", lines[j], re.I)),
-                       len(lines))
-            if kind in ("src", "example"):
-                out.code("\n".join(lines[i:end]), begin.group(2) if kind == "src" else "")
-            elif kind != "comment":
-                out.para("\n".join(lines[i:end]))
-            i = end + 1
+            i = _block(lines, i, begin, out)
         elif keyword:
             flush()
             if keyword.group(1).lower() == "title" and title is None:
                 title = keyword.group(2)
         elif _DRAWER.match(line):
             flush()
-            if line.strip().lower() != ":end:":
-                end = next((j for j in range(i, len(lines)) if lines[j].strip().lower() == ":end:"), i - 1)
-                i = end + 1
+            i = _drawer_end(lines, i, line)
         elif line.lstrip().startswith("# ") or line.strip() == "#" or not line.strip():
             flush()
         else:
             para.append(line)
     flush()
     return out.result(title)
+
+
+def _block(lines: list[str], i: int, begin: re.Match[str], out: Outline) -> int:
+    """Add the #+begin_ block opened above line i to out; the index of the line after its end."""
+    kind = begin.group(1).lower()
+    end = next((j for j in range(i, len(lines)) if re.match(rf"^\s*#\+end_{kind}\b", lines[j], re.I)),
+               len(lines))
+    if kind in ("src", "example"):
+        out.code("\n".join(lines[i:end]), begin.group(2) if kind == "src" else "")
+    elif kind != "comment":
+        out.para("\n".join(lines[i:end]))
+    return end + 1
+
+
+def _drawer_end(lines: list[str], i: int, line: str) -> int:
+    """The index of the line after the drawer that line (just above line i) opens; i for an :END: line."""
+    if line.strip().lower() == ":end:":
+        return i
+    end = next((j for j in range(i, len(lines)) if lines[j].strip().lower() == ":end:"), i - 1)
+    return end + 1
+
+
+def _flush(para: list[str], out: Outline) -> None:
+    """Add the lines gathered in para to out as one paragraph, and empty para."""
+    if para:
+        out.para("\n".join(para))
+        para.clear()

@@ -138,23 +138,12 @@ class _Walker:
         self.out = Outline()
 
     def walk(self, node: nodes.Node, level: int, depth: int) -> None:
-        if isinstance(node, _DROPPED):
-            return
-        if depth > MAX_DEPTH:
-            self.out.para(inline(node))
+        if self._cut(node, depth):
             return
         if isinstance(node, nodes.section):
-            title = node.next_node(nodes.title)
-            ids = node.get("ids") or []
-            if title is not None and title.parent is node:
-                self.out.heading(level, inline(title), ids[0] if ids else "")
-            for child in node.children:
-                if child is not title:
-                    self.walk(child, level + 1, depth + 1)
+            self._section(node, level, depth)
         elif isinstance(node, (nodes.literal_block, nodes.doctest_block)):
-            given: list[str] = list(node.get("classes", []))
-            classes = [c for c in given if c != "code"]
-            self.out.code(node.astext(), classes[0] if classes else "")
+            self._code(node)
         elif isinstance(node, _PARAGRAPHS):
             self.out.para(inline(node))
         elif isinstance(node, nodes.table):
@@ -170,6 +159,29 @@ class _Walker:
             self.out.para(str(node))
         elif isinstance(node, nodes.Element):
             self._children(node, level, depth)
+
+    def _cut(self, node: nodes.Node, depth: int) -> bool:
+        """Whether the walk stops at node: dropped, or past MAX_DEPTH (its text kept as one paragraph)."""
+        if isinstance(node, _DROPPED):
+            return True
+        if depth > MAX_DEPTH:
+            self.out.para(inline(node))
+            return True
+        return False
+
+    def _section(self, node: nodes.section, level: int, depth: int) -> None:
+        title = node.next_node(nodes.title)
+        ids = node.get("ids") or []
+        if title is not None and title.parent is node:
+            self.out.heading(level, inline(title), ids[0] if ids else "")
+        for child in node.children:
+            if child is not title:
+                self.walk(child, level + 1, depth + 1)
+
+    def _code(self, node: nodes.Element) -> None:
+        given: list[str] = list(node.get("classes", []))
+        classes = [c for c in given if c != "code"]
+        self.out.code(node.astext(), classes[0] if classes else "")
 
     def _children(self, node: nodes.Node, level: int, depth: int) -> None:
         for child in node.children:

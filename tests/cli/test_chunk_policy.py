@@ -13,7 +13,7 @@ from pipeline import chunker, db, formats
 from tests.conftest import write_tree
 from tests.pipeline import format_samples as samples
 
-TREE = {"docs/a.md": "# A\n\nalpha\n", "docs/b.md": "# B\n\nbravo\n", "docs/c.rst": samples.RST,
+TREE: dict[str, str | bytes] = {"docs/a.md": "# A\n\nalpha\n", "docs/b.md": "# B\n\nbravo\n", "docs/c.rst": samples.RST,
         "docs/notes.txt": "plain words\n"}
 
 

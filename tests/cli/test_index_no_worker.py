@@ -27,7 +27,7 @@ def broker_tree(workdir: Path) -> Iterator[Path]:
     (workdir / "knowledge.yaml").write_text(f"knowledge:\n  paths: [docs]\n  broker:\n    url: {REDIS_URL}\n",
                                             encoding="utf-8")
     yield workdir
-    delete_namespace(client, namespace(load_settings(workdir / "knowledge.yaml")))
+    delete_namespace(client, namespace(load_settings(str(workdir / "knowledge.yaml"))))
     client.close()
 
 

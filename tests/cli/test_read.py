@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import write_tree
 
 TIER = "tier: lexical (FTS5) - no embeddings configured"
-DOCS = {
+DOCS: dict[str, str | bytes] = {
     "docs/a.md": "# Alpha\n\nThe quick brown fox.\n\n## Details\n\nMore about the fox \x1b[31mred\x1b[0m here.\n",
     "docs/b.txt": "Nothing to see.\n",
     "docs/bad.md": b"\xff\xfe\x00",

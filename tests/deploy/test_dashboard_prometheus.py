@@ -17,6 +17,7 @@ import json
 import math
 import os
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,6 +100,37 @@ def finite_values(answer: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
     return found
 
 
+def _wait_healthy(api: str, serve: subprocess.Popen[str], cluster: Cluster) -> None:
+    """Until `knowledge serve` answers /healthz (60 s at most; its exit fails the test with the logs)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{api}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert serve.poll() is None, cluster.logs()
+        assert time.monotonic() < deadline, "knowledge serve did not come up"
+        time.sleep(0.1)
+
+
+def _panel_values(prom: Prometheus) -> tuple[dict[str, Any], list[str]]:
+    """Every panel's queries evaluated: (values by panel title, the queries without data)."""
+    values: dict[str, Any] = {}
+    silent = []
+    for panel in dashboard_panels():
+        shown = []
+        for target in panel.get("targets", []):
+            answer = prom.query(target["expr"])
+            assert answer["status"] == "success", (panel["title"], target["expr"], answer)
+            found = finite_values(answer)
+            shown.append({"expr": target["expr"], "values": [[labels, v] for labels, v in found]})
+            if not found and panel["id"] not in NO_DATA_EXPECTED:
+                silent.append(f"{panel['title']}: {target['expr']}")
+        values[panel["title"]] = shown
+    return values, silent
+
+
 def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cluster: Cluster,
                                                               server: EmbedServer) -> None:
     prometheus = require("prometheus")
@@ -108,16 +140,7 @@ def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cl
     cluster.start(workers=2, threads=2)
     serve = cluster.popen("serve", "--port", str(serve_port))
     api = f"http://127.0.0.1:{serve_port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{api}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert serve.poll() is None, cluster.logs()
-        assert time.monotonic() < deadline, "knowledge serve did not come up"
-        time.sleep(0.1)
+    _wait_healthy(api, serve, cluster)
 
     began = time.time()
     config = loopback_config(serve_port, base_port, [base_port + 1, base_port + 2])
@@ -149,18 +172,7 @@ def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cl
         assert prom.query('knowledge_files_failed_total{knowledge_reason="embedding"}')["data"]["result"]
         assert prom.query('knowledge_files_skipped_total{knowledge_reason="binary"}')["data"]["result"]
 
-        values: dict[str, Any] = {}
-        silent = []
-        for panel in dashboard_panels():
-            shown = []
-            for target in panel.get("targets", []):
-                answer = prom.query(target["expr"])
-                assert answer["status"] == "success", (panel["title"], target["expr"], answer)
-                found = finite_values(answer)
-                shown.append({"expr": target["expr"], "values": [[labels, v] for labels, v in found]})
-                if not found and panel["id"] not in NO_DATA_EXPECTED:
-                    silent.append(f"{panel['title']}: {target['expr']}")
-            values[panel["title"]] = shown
+        values, silent = _panel_values(prom)
         VALUES.parent.mkdir(parents=True, exist_ok=True)
         VALUES.write_text(json.dumps(values, indent=1, sort_keys=True), encoding="utf-8")
         ended = time.time()

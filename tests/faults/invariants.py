@@ -127,20 +127,27 @@ def integrity_problems(db_path: Path) -> list[str]:
                 problems.append(f"{table}: {exc}")
         names = schema.table_names(conn)
         if schema.VECTORS in names:
-            stray = count(f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT id FROM chunks)")
-            lacking = count(f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
-            if stray or lacking:
-                problems.append(f"{schema.VECTORS}: {stray} vectors without a chunk, {lacking} chunks without one")
-            for companion in (schema.CODES,):
-                if companion in names:
-                    apart = count(f"SELECT count(*) FROM (SELECT chunk_id FROM {companion} EXCEPT SELECT chunk_id"
-                                  f" FROM {schema.VECTORS} UNION ALL SELECT chunk_id FROM {schema.VECTORS}"
-                                  f" EXCEPT SELECT chunk_id FROM {companion})")
-                    if apart:
-                        problems.append(f"{companion}: {apart} rows out of step with {schema.VECTORS}")
+            problems.extend(_vector_problems(names, count))
         return problems
     finally:
         conn.close()
+
+
+def _vector_problems(names: set[str], count: Callable[[str], int]) -> list[str]:
+    """Vectors without a chunk, chunks without a vector, and companions out of step with the vectors."""
+    problems: list[str] = []
+    stray = count(f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT id FROM chunks)")
+    lacking = count(f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
+    if stray or lacking:
+        problems.append(f"{schema.VECTORS}: {stray} vectors without a chunk, {lacking} chunks without one")
+    for companion in (schema.CODES,):
+        if companion in names:
+            apart = count(f"SELECT count(*) FROM (SELECT chunk_id FROM {companion} EXCEPT SELECT chunk_id"
+                          f" FROM {schema.VECTORS} UNION ALL SELECT chunk_id FROM {schema.VECTORS}"
+                          f" EXCEPT SELECT chunk_id FROM {companion})")
+            if apart:
+                problems.append(f"{companion}: {apart} rows out of step with {schema.VECTORS}")
+    return problems
 
 
 def stored_hashes(db_path: Path) -> dict[str, str]:
@@ -166,7 +173,7 @@ class Invariants:
     knowledge: Knowledge
     cwd: Path  # the directory `knowledge` runs in: relative stored paths are relative to it
     db_path: Path
-    roots: Sequence[Path]  # the trees indexed, as passed to `knowledge index`
+    roots: Sequence[Path | str]  # the trees indexed, as passed to `knowledge index`
     quiesce: Callable[[], None] = field(default=lambda: None)  # stop whatever holds the write lock
 
     def absolute(self, stored: str) -> str:

@@ -39,7 +39,7 @@ def test_sigkilled_worker_and_writer_lose_nothing(cluster: Cluster, big_corpus: 
     victim = cluster.kill_worker_holding("ingest", broker_ids, 30)
 
     # The writer dies mid-run too (possibly mid-transaction); a new one takes over the store.
-    run_id = cluster.wait_for(lambda: (ledger.recent(1) or [None])[0], 10, "the run").run_id
+    run_id = cluster.wait_for(lambda: next(iter(ledger.recent(1)), None), 10, "the run").run_id
     cluster.wait_for(lambda: ledger.summary(run_id).counts["added"] >= 300, 60, "300 documents written")
     os.kill(cluster.pid("writer"), signal.SIGKILL)
     time.sleep(0.5)
@@ -126,7 +126,7 @@ def test_redis_lost_mid_run_fails_clearly_and_a_rerun_converges(
         made.start(workers=2, threads=2)
         ledger = made.ledger()
         index = made.popen("index", str(big_corpus), "--json")
-        run_id = made.wait_for(lambda: (ledger.recent(1) or [None])[0], 30, "the run").run_id
+        run_id = made.wait_for(lambda: next(iter(ledger.recent(1)), None), 30, "the run").run_id
         made.wait_for(lambda: ledger.summary(run_id).accounted >= 500, 60, "500 files written", poll=0.05)
         private_redis.kill()
         _, err = index.communicate(timeout=60)

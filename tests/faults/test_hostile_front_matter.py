@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from tests.cli.test_filters import HOSTILE
 from tests.conftest import write_tree
 from tests.faults.invariants import Invariants

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from tests.faults.conftest import Project
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import httpx
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from config.loader import load_settings
+from config.settings import Settings
 from pipeline.chunker import chunk_text
 from pipeline.front_matter import split as split_front_matter
 from pipeline.models import Document
@@ -44,6 +45,40 @@ def _document(base: Path, path: str) -> Document:
                     fields=matter.fields)
 
 
+def _churn(settings: Settings, documents: dict[str, Document], churned: list[str], stop: threading.Event,
+           errors: list[BaseException], cycles: list[int]) -> None:
+    """Remove and re-add half the churned documents a cycle, through the writer's own code, until the deadline."""
+    store = Store(settings.db_path)
+    try:
+        deadline = time.monotonic() + CHURN_S
+        for cycle in range(CYCLES):
+            if time.monotonic() > deadline:
+                break
+            store.remove(churned[cycle % 2::2])
+            store.apply_group([documents[p] for p in churned[cycle % 2::2]])
+            cycles.append(cycle)
+    except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+        errors.append(exc)
+    finally:
+        store.close()
+        stop.set()
+
+
+def _client(url: str, k: int, stop: threading.Event, answers: list[tuple[int, str]],
+            errors: list[BaseException]) -> None:
+    """Ask /v1/match until the churn stops, recording each answer's HTTP code and status."""
+    try:
+        with httpx.Client(timeout=30) as http:
+            for i in range(QUERIES):
+                if stop.is_set():
+                    return
+                response = http.get(f"{url}/v1/match", params={"q": WORDS[(i + k) % len(WORDS)]})
+                status = response.json().get("status", "") if response.status_code < 500 else response.text
+                answers.append((response.status_code, str(status)[:300]))
+    except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+        errors.append(exc)
+
+
 def test_match_answers_ok_while_documents_are_removed_and_re_created(project: Project) -> None:
     generate(project.cwd / "docs", FILES, seed=24)
     (project.cwd / "knowledge.yaml").write_text(
@@ -58,37 +93,9 @@ def test_match_answers_ok_while_documents_are_removed_and_re_created(project: Pr
     errors: list[BaseException] = []
     cycles: list[int] = []
 
-    def churn() -> None:
-        store = Store(settings.db_path)
-        try:
-            deadline = time.monotonic() + CHURN_S
-            for cycle in range(CYCLES):
-                if time.monotonic() > deadline:
-                    break
-                store.remove(churned[cycle % 2::2])
-                store.apply_group([documents[p] for p in churned[cycle % 2::2]])
-                cycles.append(cycle)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
-            errors.append(exc)
-        finally:
-            store.close()
-            stop.set()
-
     with Running(build_app(settings, "127.0.0.1", warn=lambda m: None)) as url:
-        def client(k: int) -> None:
-            try:
-                with httpx.Client(timeout=30) as http:
-                    for i in range(QUERIES):
-                        if stop.is_set():
-                            return
-                        response = http.get(f"{url}/v1/match", params={"q": WORDS[(i + k) % len(WORDS)]})
-                        status = response.json().get("status", "") if response.status_code < 500 else response.text
-                        answers.append((response.status_code, str(status)[:300]))
-            except BaseException as exc:  # noqa: BLE001 - reported by the test thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=churn)] + [threading.Thread(target=client, args=(k,))
-                                                       for k in range(CLIENTS)]
+        threads = [threading.Thread(target=_churn, args=(settings, documents, churned, stop, errors, cycles))]
+        threads += [threading.Thread(target=_client, args=(url, k, stop, answers, errors)) for k in range(CLIENTS)]
         for thread in threads:
             thread.start()
         for thread in threads:

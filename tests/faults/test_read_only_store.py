@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from tests.faults.invariants import Invariants
 
 RunCli = Callable[..., tuple[int, str, str]]

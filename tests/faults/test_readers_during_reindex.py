@@ -11,7 +11,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from config.loader import load_settings
 from query.serve.http_api import build_app
 from tests.faults.conftest import Project

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from pipeline import schema, vectors
 from tests.conftest import damage_store
 from tests.embedserver import EmbedServer

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from tests.conftest import write_tree
 from tests.faults.conftest import Project
 from tests.faults.invariants import Invariants
@@ -66,6 +66,31 @@ def test_every_kind_of_change_after_the_walk_costs_only_those_files(
     _assert_private_never_indexed(run_cli)
 
 
+def _mutate_once(kind: str, victim: Path, private: Path, n: int, swapped_dir: bool) -> bool:
+    """Change the tree around victim by kind (the n-th change); whether a directory has been swapped for a link."""
+    if kind == "edit":
+        with open(victim, "a", encoding="utf-8") as handle:
+            handle.write(f"\n\nedited during the run {n}\n")
+    elif kind == "delete":
+        victim.unlink()
+    elif kind == "rename":
+        victim.rename(victim.with_name(f"moved-{n}.md"))
+    elif kind == "create":
+        victim.with_name(f"created-{n}.md").write_text(f"# New {n}\n\nfresh text\n", encoding="utf-8")
+    elif kind == "fifo":
+        victim.unlink()
+        os.mkfifo(victim)
+    elif kind == "symlink":
+        victim.unlink()
+        victim.symlink_to(private / "notes.md")
+    elif not swapped_dir:
+        directory = victim.parent
+        directory.rename(directory.with_name(directory.name + "-gone"))
+        directory.symlink_to(private, target_is_directory=True)
+        return True
+    return swapped_dir
+
+
 @pytest.mark.slow
 def test_a_tree_mutated_throughout_a_real_run_converges(project: Project) -> None:
     docs = project.cwd / "docs"
@@ -86,27 +111,7 @@ def test_a_tree_mutated_throughout_a_real_run_converges(project: Project) -> Non
                 present = files()
                 victim = rng.choice(present)
                 kind = rng.choice(["edit", "edit", "delete", "rename", "create", "fifo", "symlink", "directory"])
-                if kind == "edit":
-                    with open(victim, "a", encoding="utf-8") as handle:
-                        handle.write(f"\n\nedited during the run {len(done)}\n")
-                elif kind == "delete":
-                    victim.unlink()
-                elif kind == "rename":
-                    victim.rename(victim.with_name(f"moved-{len(done)}.md"))
-                elif kind == "create":
-                    victim.with_name(f"created-{len(done)}.md").write_text(f"# New {len(done)}\n\nfresh text\n",
-                                                                           encoding="utf-8")
-                elif kind == "fifo":
-                    victim.unlink()
-                    os.mkfifo(victim)
-                elif kind == "symlink":
-                    victim.unlink()
-                    victim.symlink_to(private / "notes.md")
-                elif not swapped_dir:
-                    directory = victim.parent
-                    directory.rename(directory.with_name(directory.name + "-gone"))
-                    directory.symlink_to(private, target_is_directory=True)
-                    swapped_dir = True
+                swapped_dir = _mutate_once(kind, victim, private, len(done), swapped_dir)
                 done.append(kind)
                 stop.wait(0.005)
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread

@@ -12,7 +12,7 @@ from config.errors import PipelineError
 from config.loader import settings_from_mapping
 from pipeline import schema, shadow, vector_codes, vectors
 from pipeline.chunker import chunk_text
-from pipeline.embedded_text import document_text
+from pipeline.embedding_input import document_text
 from pipeline.models import Document
 from pipeline.store import Store
 from query.reader import Reader

@@ -12,8 +12,8 @@ import pytest
 
 from config.settings import Settings
 from pipeline import db
+from pipeline.paged_fingerprints import StoredFingerprints
 from pipeline.store import Store
-from pipeline.stored import StoredFingerprints
 from pipeline.survey import Survey
 from pipeline.walker import stream_root
 from tests.conftest import write_tree

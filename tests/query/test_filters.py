@@ -96,7 +96,7 @@ def test_v1_search_and_match_take_filters_and_explain(store: Path) -> None:
         assert bad.json()["status"] == "query_error"
 
 
-def httpx_get(url: str, path: str, params: list[tuple[str, str]]) -> dict[str, Any]:
+def httpx_get(url: str, path: str, params: list[tuple[str, str | int | float | bool | None]]) -> dict[str, Any]:
     """A GET with repeated parameters (`get` takes one value per name, and `path` names the route)."""
     return dict(httpx.get(url + path, headers=AUTH, params=params, timeout=10).json())
 

@@ -59,6 +59,11 @@ def over_stdio(config: Path, body: Callable[[Client], Awaitable[Any]], errlog: P
     return anyio.run(main)
 
 
+def first_text(result: Any) -> str:
+    """The text of a tool result's first content block."""
+    return str(result.content[0].text)
+
+
 def payload(result: Any) -> dict[str, Any]:
     data = json.loads(result.content[0].text)
     assert result.structured_content == data
@@ -78,7 +83,7 @@ def test_stdio_serves_both_read_only_tools_with_statuses_notes_and_framing(tmp_p
         out["bad"] = (bad.is_error, payload(bad))
         for name in ("knowledge_index", "knowledge_reset", "index"):
             refused = await client.call_tool(name, {"query": "x"})
-            out.setdefault("refused", []).append((refused.is_error, refused.content[0].text))
+            out.setdefault("refused", []).append((refused.is_error, first_text(refused)))
         return out
 
     out = over_stdio(config, body, tmp_path / "stderr.txt")

@@ -39,14 +39,14 @@ pytestmark = pytest.mark.skipif(
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extra: pip install -e '.[test]'")
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.chromium.webdriver import ChromiumDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 
-def chrome(javascript: bool = True) -> WebDriver:
+def chrome(javascript: bool = True) -> ChromiumDriver:
     """A headless Chromium from the Debian packages, logging the browser console."""
     os.environ.setdefault("SE_OFFLINE", "true")  # never let selenium fetch a browser or driver
     options = webdriver.ChromeOptions()
@@ -82,7 +82,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, mapped_site: WebSite) -> It
 
 
 @pytest.fixture(scope="module")
-def browser(served: str) -> Iterator[WebDriver]:
+def browser(served: str) -> Iterator[ChromiumDriver]:
     driver = chrome()
     try:
         driver.get(served + "/")
@@ -93,12 +93,12 @@ def browser(served: str) -> Iterator[WebDriver]:
         driver.quit()
 
 
-def severe(driver: WebDriver) -> list[str]:
+def severe(driver: ChromiumDriver) -> list[str]:
     """The console's errors since the last call (CSP violations and failed loads among them)."""
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
-def search_for(driver: WebDriver, words: str) -> list[str]:
+def search_for(driver: ChromiumDriver, words: str) -> list[str]:
     """From the home page, type words into the search box, submit with Enter, and return the result headings."""
     base = driver.current_url.split("/", 3)
     driver.get("/".join(base[:3]) + "/")
@@ -109,7 +109,7 @@ def search_for(driver: WebDriver, words: str) -> list[str]:
     return [h.text for h in driver.find_elements(By.CSS_SELECTOR, "ol.results h3")]
 
 
-def test_signing_in_then_searching_reads_ranked_sections_with_marked_words(browser: WebDriver) -> None:
+def test_signing_in_then_searching_reads_ranked_sections_with_marked_words(browser: ChromiumDriver) -> None:
     severe(browser)
     headings = search_for(browser, "retention policy")
     assert "Retention policy" in headings
@@ -122,7 +122,8 @@ def test_signing_in_then_searching_reads_ranked_sections_with_marked_words(brows
     assert browser.save_screenshot(str(SCREENSHOT))
 
 
-def test_a_mapped_citation_is_a_link_that_leads_to_the_mapped_page(browser: WebDriver, mapped_site: WebSite) -> None:
+def test_a_mapped_citation_is_a_link_that_leads_to_the_mapped_page(browser: ChromiumDriver,
+                                                                 mapped_site: WebSite) -> None:
     search_for(browser, "deprecated")
     link = browser.find_element(By.CSS_SELECTOR, "a.mapped[href$='/handbook/api/']")
     link.click()
@@ -135,7 +136,7 @@ def test_a_mapped_citation_is_a_link_that_leads_to_the_mapped_page(browser: WebD
     severe(browser)  # the mapped site has no favicon: its 404 is not the page's
 
 
-def test_opening_a_section_shows_its_text_and_walks_to_its_neighbour(browser: WebDriver) -> None:
+def test_opening_a_section_shows_its_text_and_walks_to_its_neighbour(browser: ChromiumDriver) -> None:
     severe(browser)
     search_for(browser, "audit records")
     browser.find_element(By.CSS_SELECTOR, "ol.results h3 a").click()
@@ -147,7 +148,7 @@ def test_opening_a_section_shows_its_text_and_walks_to_its_neighbour(browser: We
     assert severe(browser) == []
 
 
-def test_a_hostile_document_is_shown_as_text_with_no_script_run(browser: WebDriver) -> None:
+def test_a_hostile_document_is_shown_as_text_with_no_script_run(browser: ChromiumDriver) -> None:
     severe(browser)
     headings = search_for(browser, "tricks")
     assert "Evil <script>alert('heading')</script> guide" in headings
@@ -163,7 +164,7 @@ def test_a_hostile_document_is_shown_as_text_with_no_script_run(browser: WebDriv
     assert severe(browser) == []
 
 
-def test_the_keyboard_reaches_the_box_and_which_documents_contain_lists_every_match(browser: WebDriver) -> None:
+def test_the_keyboard_reaches_the_box_and_which_documents_contain_lists_every_match(browser: ChromiumDriver) -> None:
     browser.get("/".join(browser.current_url.split("/", 3)[:3]) + "/")
     browser.find_element(By.TAG_NAME, "body").send_keys("/")
     assert browser.switch_to.active_element.get_attribute("id") == "q"
@@ -176,7 +177,7 @@ def test_the_keyboard_reaches_the_box_and_which_documents_contain_lists_every_ma
     assert len(browser.find_elements(By.CSS_SELECTOR, "ol.results > li")) == 4
 
 
-def test_sources_and_stats_are_tables_one_tab_away(browser: WebDriver) -> None:
+def test_sources_and_stats_are_tables_one_tab_away(browser: ChromiumDriver) -> None:
     browser.find_element(By.LINK_TEXT, "Sources").click()
     rows = browser.find_elements(By.CSS_SELECTOR, "table tbody tr")
     assert len(rows) == 6
@@ -198,7 +199,7 @@ def test_with_javascript_off_the_page_still_searches(served: str) -> None:
         driver.quit()
 
 
-def test_at_390_px_wide_the_first_result_starts_above_the_fold_and_the_filters_unfold(browser: WebDriver) -> None:
+def test_at_390_px_wide_the_first_result_starts_above_the_fold_and_the_filters_unfold(browser: ChromiumDriver) -> None:
     size = browser.get_window_size()
     browser.set_window_size(390, 844)
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from config.settings import Settings
 from query.reader import Reader
-from query.reading import MAX_AROUND
+from query.requests import MAX_AROUND
 from query.serve.http_api import build_app
 from query.service import read_around
 from query.tools import TOOLS, exposure, knowledge_read

@@ -64,6 +64,7 @@ def test_the_forced_rankings_are_the_lexical_and_knn_orders(indexed: Settings) -
     text = "queue worker rule"
     with Reader(indexed) as reader:
         lexical = [cid for cid, _ in search_ids(reader.conn, build_query(text), 100)]
+        assert indexed.embeddings is not None
         identity = query_identity(indexed.embeddings, reader.meta, indexed.db_path)
         nearest = [cid for cid, _ in knn(reader.conn, embed_query(indexed.embeddings, identity, text), 100)]
         assert [h.chunk_id for h in search_deep(indexed, reader, text, 100, LEXICAL).hits] == lexical

@@ -21,4 +21,5 @@ def test_a_status_prints_as_its_plain_string_in_json_and_text() -> None:
     for status in Status:
         assert json.dumps({"status": status}) == json.dumps({"status": status.value})
         assert f"{status}" == str(status) == status.value
-        assert {status.value: 1}[status] == 1  # a lookup by the JSON string finds the member, and back
+        by_value: dict[str, int] = {status.value: 1}
+        assert by_value[status] == 1  # a lookup by the JSON string finds the member, and back

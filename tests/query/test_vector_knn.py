@@ -39,7 +39,7 @@ def _doc(path: str, vecs: list[list[float]]) -> Document:
     chunked = chunk_text(text)
     assert len(chunked.chunks) == len(vecs)
     doc = Document(path, "docs", "0" * 64, len(text), 1, chunked.title, chunked.chunks)
-    doc.vectors = dict(enumerate(vecs))
+    doc.vectors = {i: vectors.to_blob(v) for i, v in enumerate(vecs)}
     return doc
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from bench.corpus import sample_queries
+from bench.lib.corpus import sample_queries
 from config.loader import settings_from_mapping
 from config.settings import Settings
 from pipeline import db

@@ -12,6 +12,7 @@ import pytest
 
 import workers.actors
 import workers.backpressure
+import workers.ingest
 from config.settings import Settings
 from tests.embedserver import EmbedServer
 from tests.workers.helpers import index
@@ -120,7 +121,7 @@ def test_messages_redelivered_around_deferral_still_converge(workdir: Path, serv
     files = 300
     small_files(workdir, files)
     crashed: set[Any] = set()
-    real_ingest = workers.actors.ingest_batch
+    real_ingest = workers.ingest.ingest_batch
 
     def ingest_then_die(runtime: Any, run_id: str, files_: list[Any], force: bool) -> str | None:
         key = real_ingest(runtime, run_id, files_, force)

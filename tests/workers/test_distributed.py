@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from config.loader import settings_from_mapping
 from tests.faults.invariants import integrity_problems
 from tests.workers.cluster import (
@@ -115,7 +115,8 @@ def test_one_run_is_one_trace_across_processes(tmp_path: Path) -> None:
     assert root["pid"] not in {s["pid"] for s in ingests + writes}
 
     def ancestors(span: dict) -> list[str]:
-        chain, cursor = [], span
+        chain: list[str] = []
+        cursor = span
         while cursor["parent_id"] is not None and len(chain) < 10:
             cursor = by_id[cursor["parent_id"]]
             chain.append(cursor["name"])

@@ -11,17 +11,25 @@ import pytest
 
 import workers.actors
 import workers.embed
+import workers.ingest
 import workers.queues
 from config.errors import EmbeddingUnavailable, VectorIdentityMismatch
 from config.settings import Settings
 from pipeline import db, vectors
-from pipeline.embedded_text import document_text
+from pipeline.embedding_input import document_text
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
 from tests.workers.conftest import EMBED_DIM as DIM  # the `server` fixture's dimension
 from tests.workers.helpers import index
 from workers.engine import InProcessEngine
 from workers.run import RunRequest
+
+
+def _pinned_model(conn: db.Connection) -> str:
+    """The embedding model the store's meta pins."""
+    identity = vectors.pinned_identity(dict(conn.execute("SELECT key, value FROM meta")))
+    assert identity is not None
+    return identity.model
 
 
 @pytest.fixture
@@ -216,7 +224,7 @@ def test_a_model_change_is_refused_until_reindex_rebuilds_the_vectors(workdir: P
     assert index(renamed, reindex=True).counts["updated"] == 4
     conn = db.connect_readonly(renamed.db_path)
     try:
-        assert vectors.pinned_identity(dict(conn.execute("SELECT key, value FROM meta"))).model == "hashed-bow-v2"
+        assert _pinned_model(conn) == "hashed-bow-v2"
     finally:
         conn.close()
     assert_every_chunk_has_its_own_vector(renamed)
@@ -246,9 +254,9 @@ def test_redelivered_ingest_and_embed_messages_repeat_harmlessly(workdir: Path, 
                                                                  vector_settings, monkeypatch) -> None:
     small_files(workdir, 150)
     crashed: set[Any] = set()
-    real_ingest, real_embed = workers.actors.ingest_batch, workers.actors.embed_batch
+    real_ingest, real_embed = workers.ingest.ingest_batch, workers.embed.embed_batch
 
-    def ingest_then_die(runtime: Any, run_id: str, files: list[Any], force: bool) -> str:
+    def ingest_then_die(runtime: Any, run_id: str, files: list[Any], force: bool) -> str | None:
         key = real_ingest(runtime, run_id, files, force)
         if key not in crashed:  # all work done, message not acknowledged: the broker redelivers it
             crashed.add(key)
@@ -293,9 +301,9 @@ def test_a_server_lost_mid_run_fails_the_waiting_documents_and_the_run_still_end
 def test_an_ingest_message_out_of_retries_still_lets_the_tail_batch_flush(
         workdir: Path, server: EmbedServer, make_settings, monkeypatch) -> None:
     monkeypatch.setattr(workers.queues, "INGEST_OPTIONS", FAST_GIVE_UP)
-    real_ingest = workers.actors.ingest_batch
+    real_ingest = workers.ingest.ingest_batch
 
-    def broken_for_one(runtime: Any, run_id: str, files: list[Any], force: bool) -> str:
+    def broken_for_one(runtime: Any, run_id: str, files: list[Any], force: bool) -> str | None:
         if any(f[0] == "docs/n0000.md" for f in files):
             raise RuntimeError("this batch always fails")
         return real_ingest(runtime, run_id, files, force)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import pipeline.files
-from config.errors import StoreBusy
+from config.errors import PipelineError, StoreBusy
 from pipeline.lock import WriteLock
 from pipeline.store import Store
 from tests.conftest import write_tree
@@ -21,6 +22,14 @@ DOCS = {
     "docs/notes.txt": "plain notes about backpressure\n",
     "docs/sub/deep.markdown": "# Deep\n\n```sh\n# not a heading\nmake\n```\n",
 }
+
+
+def _recording(reads: list[str], original: Callable[[str, str | None], Any]) -> Callable[..., Any]:
+    """read_bytes that notes each path it reads in reads."""
+    def read(path: str, root: str | None = None) -> Any:
+        reads.append(path)
+        return original(path, root)
+    return read
 
 
 def _age(workdir: Path, seconds: float = 10.0) -> None:
@@ -57,7 +66,7 @@ def test_a_no_change_run_reads_no_file(workdir: Path, make_settings, monkeypatch
     index(settings)
     reads: list[str] = []
     original = pipeline.files.read_bytes
-    monkeypatch.setattr(pipeline.files, "read_bytes", lambda p, root=None: reads.append(p) or original(p, root))
+    monkeypatch.setattr(pipeline.files, "read_bytes", _recording(reads, original))
     summary = index(settings)
     assert reads == []
     assert summary.counts["unchanged"] == 3 and summary.counts["added"] == 0
@@ -70,7 +79,7 @@ def test_a_file_written_within_the_racy_window_is_rehashed(workdir: Path, make_s
     index(settings)  # mtimes are "now": inside the 2 s window of this run's rows
     reads: list[str] = []
     original = pipeline.files.read_bytes
-    monkeypatch.setattr(pipeline.files, "read_bytes", lambda p, root=None: reads.append(p) or original(p, root))
+    monkeypatch.setattr(pipeline.files, "read_bytes", _recording(reads, original))
     summary = index(settings)
     assert sorted(reads) == sorted(str(workdir / rel) for rel in DOCS)  # read at their place on disk
     assert summary.counts["unchanged"] == 3
@@ -87,7 +96,7 @@ def test_a_touched_but_unchanged_file_is_unchanged_and_then_takes_the_fast_path(
     assert index(settings).counts["unchanged"] == 3
     reads: list[str] = []
     original = pipeline.files.read_bytes
-    monkeypatch.setattr(pipeline.files, "read_bytes", lambda p, root=None: reads.append(p) or original(p, root))
+    monkeypatch.setattr(pipeline.files, "read_bytes", _recording(reads, original))
     index(settings)
     assert reads == []
 
@@ -166,8 +175,6 @@ def test_a_missing_configured_root_fails_but_the_complete_root_still_prunes(work
 
 def test_a_root_with_a_walk_error_does_not_prune(workdir: Path, make_settings,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import pipeline.walker
-
     write_tree(workdir, DOCS)
     settings = make_settings(paths=["docs"])
     index(settings)
@@ -179,7 +186,7 @@ def test_a_root_with_a_walk_error_does_not_prune(workdir: Path, make_settings,
             raise PermissionError(13, "Permission denied")
         return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline.walker.os, "open", failing)
+    monkeypatch.setattr("pipeline.walker.os.open", failing)
     summary = index(settings)
     assert summary.removed == 0
     assert summary.failures == [{"path": "docs/sub", "reason": "cannot list directory: Permission denied"}]
@@ -193,7 +200,7 @@ def test_an_unreadable_file_fails_without_failing_the_run(workdir: Path, make_se
 
     def flaky(path: str, root: str | None = None):
         if path.endswith("notes.txt"):
-            raise pipeline.files.PipelineError("cannot read: Input/output error")
+            raise PipelineError("cannot read: Input/output error")
         return original(path, root)
 
     monkeypatch.setattr(pipeline.files, "read_bytes", flaky)
@@ -229,6 +236,7 @@ def test_the_ledger_records_each_outcome_once_so_redelivery_is_harmless(workdir:
     ledger.walked("r1", len(files), 0, [])
     for _ in range(2):  # a redelivered ingest and write message repeat harmlessly
         key = ingest_batch(runtime, "r1", files, False)
+        assert key is not None
         apply_batch(runtime, "r1", key)
         apply_batch(runtime, "r1", key)
     summary = ledger.summary("r1")
@@ -244,7 +252,7 @@ def test_a_batch_is_written_in_one_transaction_and_a_document_that_cannot_be_wri
     from workers.actors import declare_actors
     from workers.broker import build_stub_broker
     from workers.ledger import InMemoryLedger
-    from workers.payloads import DocumentItem, Skipped
+    from workers.payloads import DocumentItem, Item, Skipped
     from workers.runtime import Runtime
     from workers.write import apply_items
 
@@ -256,7 +264,7 @@ def test_a_batch_is_written_in_one_transaction_and_a_document_that_cannot_be_wri
     settings = make_settings(paths=["docs"])
     store = Store(settings.db_path)
     runtime = Runtime(settings, InMemoryLedger(), store, declare_actors(build_stub_broker()))  # never sends
-    items = [item("docs/a.md", "# A\n\nalpha\n"), Skipped("docs/x.bin", "binary"),
+    items: list[Item] = [item("docs/a.md", "# A\n\nalpha\n"), Skipped("docs/x.bin", "binary"),
              item("docs/b.md", "# B\n\nbeta\n\n## Two\n\nmore\n", twice=True),  # UNIQUE (document_id, ordinal)
              item("docs/c.md", "# C\n\ngamma\n")]
     outcomes = apply_items(runtime, items)

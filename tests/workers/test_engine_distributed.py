@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from config.loader import settings_from_mapping
 from tests.conftest import damage_store
 from tests.workers.cluster import clean_env, knowledge_bin, owned, store_rows

@@ -31,7 +31,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
         if not isinstance(provider, TracerProvider):
             provider = TracerProvider()
             trace.set_tracer_provider(provider)
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))  # type: ignore[attr-defined]
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
         _INSTALLED.append(True)
     _EXPORTER.clear()
     yield _EXPORTER

@@ -13,7 +13,7 @@ import pytest
 from config.loader import settings_from_mapping
 from config.settings import Settings
 from pipeline import db, schema, vector_codes, vectors
-from pipeline.embedded_text import document_text
+from pipeline.embedding_input import document_text
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer, hashed_vector
 from tests.searcher import Searcher

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.corpus import generate
+from bench.lib.corpus import generate
 from tests.otlp_receiver import Receiver
 from tests.workers.cluster import Cluster
 from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis

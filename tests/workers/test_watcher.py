@@ -208,7 +208,8 @@ def test_a_batch_refused_by_a_busy_store_is_applied_later(
 
         def busy_once(request: RunRequest, targets: Targets) -> RunSummary:
             """Another run holds the store the first time a change is applied (a fault injected)."""
-            if request.paths and next(refusals, False):
+            first_refusal: bool = bool(request.paths) and next(refusals, False)
+            if first_refusal:
                 raise RunInProgress("run X is in progress for the store")
             return real(request, targets)
 

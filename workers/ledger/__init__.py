@@ -4,7 +4,7 @@ workers/ledger/redis_ledger.py, is imported only by the distributed shape)."""
 from workers.ledger.backlog import Backlog
 from workers.ledger.duties import Presence, Replies, RunLock
 from workers.ledger.memory import InMemoryLedger
-from workers.ledger.protocol import BacklogState, RunSummary
 from workers.ledger.runs import Ledger
+from workers.ledger.shapes import BacklogState, RunSummary
 
 __all__ = ["Backlog", "BacklogState", "InMemoryLedger", "Ledger", "Presence", "Replies", "RunLock", "RunSummary"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 
 from workers.ledger.primitives import Primitives
-from workers.ledger.protocol import BacklogState, EmbedItem
+from workers.ledger.shapes import BacklogState, EmbedItem
 
 
 def _slot(doc_key: str, ordinal: int) -> str:

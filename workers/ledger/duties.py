@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workers.ledger.primitives import Primitives
-from workers.ledger.protocol import ALIVE_WINDOW_S, LOCK_TTL_MS, REPLY_TTL_S
+from workers.ledger.shapes import ALIVE_WINDOW_S, LOCK_TTL_MS, REPLY_TTL_S
 
 LOCK_KEY = "run-lock"
 PRESENCE_TTL_S = 24 * 3600

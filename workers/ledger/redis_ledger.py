@@ -74,7 +74,9 @@ class RedisPrimitives:
             if key:
                 pipe.delete(*[self._k(k) for k in key])
             return
-        if name == "put":
+        if name in ("set_add", "set_drop", "stamp"):
+            self._queue_set(pipe, name, key, *args)
+        elif name == "put":
             pipe.set(self._k(key), encode(args[0]), px=_ms(args[1]))
         elif name == "expire":
             pipe.pexpire(self._k(key), _ms(args[0]))
@@ -86,7 +88,10 @@ class RedisPrimitives:
         elif name == "hash_incr":
             pipe.hincrby(self._k(key), args[0], args[1])
             pipe.pexpire(self._k(key), _ms(args[2]))
-        elif name == "set_add" and args[0]:
+
+    def _queue_set(self, pipe: Any, name: str, key: Any, *args: Any) -> None:
+        """Queue the commands of one set or sorted-set write primitive on a MULTI pipeline."""
+        if name == "set_add" and args[0]:
             pipe.sadd(self._k(key), *args[0])
             pipe.pexpire(self._k(key), _ms(args[1]))
             pipe.scard(self._k(key))

@@ -27,7 +27,7 @@ from typing import Any
 from workers.ledger.backlog import Backlog
 from workers.ledger.duties import Presence, Replies, RunLock
 from workers.ledger.primitives import Primitives, Value
-from workers.ledger.protocol import OUTCOME_NAMES, Outcome, RunSummary, Wire
+from workers.ledger.shapes import OUTCOME_NAMES, Outcome, RunSummary, Wire
 
 TTL_SECONDS = 7 * 24 * 3600
 FINISHED_TTL_SECONDS = 3600

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import db, schema
-from pipeline.embedded_text import BODY, BREADCRUMB, MAX_QUERY_BYTES, document_text, query_text, utf8_head
+from pipeline.embedding_input import BODY, BREADCRUMB, MAX_QUERY_BYTES, document_text, query_text, utf8_head
 from tests.conftest import damage_store, write_tree
 from tests.embedserver import EmbedServer
 
@@ -70,7 +70,7 @@ def test_a_query_is_cut_at_8192_bytes_never_through_a_character() -> None:
     assert utf8_head("\ud800" * 3000, MAX_QUERY_BYTES) == "\ud800" * 2730  # lone surrogates from JSON survive
 
 
-def test_the_embedded_text_carries_the_breadcrumb_and_the_store_pins_the_recipe(tree: Path, server: EmbedServer,
+def test_the_embedding_input_carries_the_breadcrumb_and_the_store_pins_the_recipe(tree: Path, server: EmbedServer,
                                                                                run_cli) -> None:
     code, out, err = run_cli("index")
     assert code == 0, out + err

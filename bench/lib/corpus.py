@@ -1,6 +1,6 @@
 """Deterministic generator of a realistic markdown corpus for benchmarks.
 
-`python -m bench.corpus OUT_DIR --files 10000 --seed 1` writes ~10,000 files totalling ~80 MB
+`python -m bench.lib.corpus OUT_DIR --files 10000 --seed 1` writes ~10,000 files totalling ~80 MB
 (8 KiB on average, log-normal sizes, a few files of 200-400 KB, none over 400 KB) in nested
 directories of ~100 files each. Each file has ATX headings of levels 1-4, paragraphs drawn
 from a Zipf-distributed vocabulary (common English words plus a few thousand pseudo-words),
