@@ -137,3 +137,22 @@ def bounded_knowledge(cwd: Path, *args: str, memory: int = 1 << 30, timeout: flo
 
     return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
                           preexec_fn=limit)
+
+
+def wait_answering(url: str, proc: subprocess.Popen[Any], what: str, seconds: float,
+                   log: Callable[[], str]) -> None:
+    """Poll url until it answers 200 (bounded by seconds); fail naming `what`, or with log() once proc exits."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, log()
+        assert time.monotonic() < deadline, f"{what} did not come up"
+        time.sleep(0.1)

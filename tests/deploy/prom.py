@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+
+from tests.conftest import wait_answering
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -103,16 +104,8 @@ def running(binary: str, config: dict[str, Any], base: Path, port: int) -> Itera
         proc = subprocess.Popen([binary, f"--config.file={path}", f"--storage.tsdb.path={base / 'data'}",
                                  f"--web.listen-address=127.0.0.1:{port}"], stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "prometheus did not become ready"
-            time.sleep(0.1)
+        wait_answering(f"http://127.0.0.1:{port}/-/ready", proc, "prometheus", 30,
+                       lambda: log.read_text(errors="replace")[-2000:])
         yield Prometheus(port)
     finally:
         proc.terminate()

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import write_tree
+from tests.conftest import wait_answering, write_tree
 from tests.deploy.prom import Prometheus, dashboard_panels, loopback_config, require, running
 from tests.embedserver import EmbedServer
 from tests.workers.cluster import Cluster, owned
@@ -100,20 +99,6 @@ def finite_values(answer: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
     return found
 
 
-def _wait_healthy(api: str, serve: subprocess.Popen[str], cluster: Cluster) -> None:
-    """Until `knowledge serve` answers /healthz (60 s at most; its exit fails the test with the logs)."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{api}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert serve.poll() is None, cluster.logs()
-        assert time.monotonic() < deadline, "knowledge serve did not come up"
-        time.sleep(0.1)
-
-
 def _panel_values(prom: Prometheus) -> tuple[dict[str, Any], list[str]]:
     """Every panel's queries evaluated: (values by panel title, the queries without data)."""
     values: dict[str, Any] = {}
@@ -140,7 +125,7 @@ def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cl
     cluster.start(workers=2, threads=2)
     serve = cluster.popen("serve", "--port", str(serve_port))
     api = f"http://127.0.0.1:{serve_port}"
-    _wait_healthy(api, serve, cluster)
+    wait_answering(f"{api}/healthz", serve, "knowledge serve", 60, cluster.logs)
 
     began = time.time()
     config = loopback_config(serve_port, base_port, [base_port + 1, base_port + 2])

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+from tests.conftest import wait_answering
 
 STARTUP_S = 60.0
 
@@ -24,16 +23,7 @@ def serving(knowledge: str, config: Path, port: int, cwd: Path, env: Mapping[str
                                 env=dict(env), stdout=subprocess.DEVNULL, stderr=err)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "knowledge serve did not come up"
-            time.sleep(0.1)
+        wait_answering(f"{base}/healthz", proc, "knowledge serve", STARTUP_S, log.read_text)
         yield base
     finally:
         proc.terminate()
