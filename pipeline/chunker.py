@@ -74,6 +74,22 @@ def _without_inline_html(text: str) -> str:
     return " ".join("".join(out).split())
 
 
+def fence_end(lines: list[str], start: int) -> tuple[int, bool]:
+    """(the index after the fenced code block opening at lines[start], whether a closing fence ended it).
+
+    The closing fence is the opening character, at least as many times, with at most 3 spaces before
+    it and nothing after it (CommonMark); without one the block runs to the end of the text.
+    """
+    opening = _FENCE.match(lines[start])
+    assert opening is not None, "fence_end is called on a line that opens a fence"
+    marker = opening.group(1)
+    closing = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$")
+    for i in range(start + 1, len(lines)):
+        if closing.match(lines[i]):
+            return i + 1, True
+    return len(lines), False
+
+
 def _blocks(lines: list[str]) -> list[tuple[str, tuple[int, str] | str]]:
     """Group lines into ('heading', (level, text)), ('fence', text) and ('para', text) blocks."""
     out: list[tuple[str, tuple[int, str] | str]] = []
@@ -90,15 +106,9 @@ def _blocks(lines: list[str]) -> list[tuple[str, tuple[int, str] | str]]:
         fence = _FENCE.match(line)
         if fence:
             flush()
-            marker = fence.group(1)
-            closing = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$")
-            block = [line]
-            i += 1
-            closed = False
-            while i < len(lines) and not closed:
-                block.append(lines[i])
-                i += 1
-                closed = closing.match(block[-1]) is not None
+            end, closed = fence_end(lines, i)
+            block = lines[i:end]
+            i = end
             while not closed and len(block) > 1 and not block[-1].strip():
                 block.pop()
             out.append(("fence", "\n".join(block)))

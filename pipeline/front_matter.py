@@ -98,17 +98,10 @@ def _parse(kind: str, block: str) -> dict[str, JSONValue]:
 
 
 def _load_yaml(block: str) -> object:
-    """safe_load within the bounds: nesting checked on the event stream, aliases expanded on the node graph."""
+    """safe_load within the bounds, parsed once: the node graph is measured (nesting, aliases expanded) before
+    anything is constructed from it."""
     loader = _LOADER(block)
     try:
-        depth = 0
-        for event in yaml.parse(block, Loader=_LOADER):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
         node = loader.get_single_node()
         if node is None:
             return None
@@ -119,28 +112,35 @@ def _load_yaml(block: str) -> object:
         problem = getattr(exc, "problem", None) or type(exc).__name__
         where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark is not None else ""
         raise ValueError(f"{problem}{where}") from None
+    except RecursionError:  # PyYAML's pure-Python composer, where libyaml is missing, recurses per level
+        raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep") from None
     finally:
         loader.dispose()
 
 
-def _expanded_size(node: yaml.Node, seen: dict[int, tuple[int, int]], path: set[int]) -> tuple[int, int]:
-    """(values, levels) the node stands for once every alias is expanded; ValueError past the bounds or on a cycle."""
+def _expanded_size(node: yaml.Node, seen: dict[int, tuple[int, int]], path: set[int],
+                   depth: int = 1) -> tuple[int, int]:
+    """(values, levels) the node at `depth` stands for once every alias is expanded; ValueError past the bounds
+    or on a cycle. The descent stops at MAX_DEPTH, so it never recurses deeper than that."""
     key = id(node)
     if key in seen:
-        return seen[key]
+        size, height = seen[key]
+        if depth + height - 1 > MAX_DEPTH + 1:
+            raise ValueError(f"its aliases nest more than {MAX_DEPTH} levels deep")
+        return size, height
     if key in path:
         raise ValueError("a YAML alias refers to the value that contains it (a recursive alias)")
     size, height = 1, 1
     if isinstance(node, yaml.CollectionNode):
+        if depth > MAX_DEPTH:
+            raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep")
         path.add(key)
         children = node.value if isinstance(node, yaml.SequenceNode) else [c for pair in node.value for c in pair]
         for child in children:
-            values, levels = _expanded_size(child, seen, path)
+            values, levels = _expanded_size(child, seen, path, depth + 1)
             size, height = size + values, max(height, levels + 1)
             if size > MAX_VALUES:
                 raise ValueError(f"its aliases expand to more than {MAX_VALUES:,} values")
-            if height > MAX_DEPTH + 1:
-                raise ValueError(f"its aliases nest more than {MAX_DEPTH} levels deep")
         path.discard(key)
     seen[key] = (size, height)
     return size, height

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 
+from pipeline.chunker import fence_end
 from pipeline.files import decode
 from pipeline.formats.outline import Extracted, check_size
 from pipeline.front_matter import split as split_front_matter
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # an opening fence, as pipeline/chunker.py reads them
 _STATEMENT = re.compile(r"^(?:import|export)\b")
 _TAG_START = re.compile(r"<(?:/?[A-Za-z][\w.:-]*|/?>)")
 _CLOSE_QUOTE = {'"': '"', "'": "'", "`": "`"}
@@ -101,18 +102,11 @@ def to_markdown(body: str) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
-        fence = _FENCE.match(line)
-        if fence:
+        if _FENCE.match(line):  # code is kept as written, JSX-looking or not
             flush()
-            marker = fence.group(1)
-            kept.append(line)
-            i += 1
-            while i < len(lines):
-                kept.append(lines[i])
-                i += 1
-                closing = lines[i - 1].strip()
-                if closing.startswith(marker[0] * len(marker)) and not closing.strip(marker[0]).strip():
-                    break
+            end, _ = fence_end(lines, i)
+            kept.extend(lines[i:end])
+            i = end
             continue
         if _STATEMENT.match(line):
             flush()
