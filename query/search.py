@@ -19,8 +19,9 @@ from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter, document_ids_json
 from query.lexical import FANOUT
 from query.rank.parsed import ParsedQuery, parse_query
-from query.rank.pipeline import rank
+from query.rank.pipeline import ranked_hits
 from query.rank.ranked import Context
+from query.rank.rerank import RerankOutcome, configured_line, outcome_of
 from query.rank.tiers import HYBRID as HYBRID  # the rankings, re-exported: eval and the CLI import them here
 from query.rank.tiers import LEXICAL as LEXICAL
 from query.rank.tiers import RANKINGS as RANKINGS
@@ -51,6 +52,7 @@ class SearchResponse:
     degraded: str | None = None
     degraded_kind: str | None = None  # the step that failed: timeout, refused, http_status, malformed
     query: ParsedQuery | None = None  # the query as search read it (the page marks its words with it)
+    rerank: RerankOutcome | None = None  # what the reranking stage did (None: not configured or nothing to do)
 
 
 def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]:
@@ -100,6 +102,8 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
                 if server.port:
                     span.set_attribute("server.port", server.port)
             span.set_attribute("knowledge.hits", len(response.hits))
+            if response.rerank is not None:
+                span.set_attribute("knowledge.rerank", response.rerank.kind or "reranked")
             _measure(settings, response, time.perf_counter() - began)
             return response
 
@@ -161,8 +165,22 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
         else:
             response.tier = found.tier
             tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
-    response.hits = rank(Context(query, tiers, reader), k, explain)
+    answered = ranked_hits(Context(query, tiers, reader, settings), k, explain)
+    response.hits = answered.hits
+    _reranked(response, settings, outcome_of(answered.ranking))
     return response
+
+
+def _reranked(response: SearchResponse, settings: Settings, outcome: RerankOutcome | None) -> None:
+    """Say what the reranker did: its part of the tier line, and a note when it was skipped."""
+    if outcome is None or settings.rerank is None:
+        return
+    response.rerank = outcome
+    plain = response.tier.removesuffix(f"; {configured_line(settings.rerank)}")
+    response.tier = f"{plain}; {outcome.line()}"
+    if outcome.skipped is not None:
+        skipped = f"rerank skipped ({outcome.skipped}); these results keep the fused order"
+        response.note = "; ".join(n for n in (response.note, skipped) if n)
 
 
 def _wants_vectors(settings: Settings, reader: Reader, query: ParsedQuery, ranking: str | None) -> bool:
@@ -226,5 +244,6 @@ def to_json(response: SearchResponse, mapper: CitationMapper | None = None) -> d
         "degraded": response.degraded,
         "degraded_kind": response.degraded_kind,
         "dropped_terms": list(response.dropped),
+        **({"rerank": response.rerank.to_json()} if response.rerank is not None else {}),
         "results": [hit_json(h, mapper) for h in response.hits],
     }

@@ -30,8 +30,19 @@ def tier_line(settings: Settings, degraded: str | None = None, dimension: int | 
     """The tier line for these settings; degraded names why the vector tier was not used.
 
     Without an explicit dimension the one pinned in the store is shown (`?` before the first
-    vector run).
+    vector run). A configured reranker adds `; rerank: <model> (top N)` (a search replaces it with
+    what the stage did: query/search.py).
     """
+    line = _tiers(settings, degraded, dimension)
+    if settings.rerank is None:
+        return line
+    from query.rank.rerank import configured_line
+
+    return f"{line}; {configured_line(settings.rerank)}"
+
+
+def _tiers(settings: Settings, degraded: str | None, dimension: int | None) -> str:
+    """The tier line's first part: lexical, hybrid or degraded."""
     emb = settings.embeddings
     if emb is None:
         return LEXICAL
