@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
+from config.errors import EmbeddingError, QueryError, RerankError, UsageError, VectorIdentityMismatch
 from config.instruments import TIER, instruments
 from config.observability import traced
 from config.settings import MAX_TOP_K, Settings
@@ -21,7 +21,7 @@ from query.lexical import FANOUT
 from query.rank.parsed import ParsedQuery, parse_query
 from query.rank.pipeline import ranked_hits
 from query.rank.ranked import Context
-from query.rank.rerank import RerankOutcome, configured_line, outcome_of
+from query.rank.rerank import RerankOutcome, outcome_of
 from query.rank.tiers import HYBRID as HYBRID  # the rankings, re-exported: eval and the CLI import them here
 from query.rank.tiers import LEXICAL as LEXICAL
 from query.rank.tiers import RANKINGS as RANKINGS
@@ -31,7 +31,7 @@ from query.rank.tiers import excluded_ids as excluded_ids
 from query.reader import Hit, Reader, borrowed_reader, not_built_note
 from query.status import Status
 from query.terminal import one_line
-from query.tier import tier_line
+from query.tier import rerank_configured, tier_line
 
 if TYPE_CHECKING:
     from query.citations import CitationMapper
@@ -167,16 +167,23 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
             tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
     answered = ranked_hits(Context(query, tiers, reader, settings), k, explain)
     response.hits = answered.hits
-    _reranked(response, settings, outcome_of(answered.ranking))
+    _reranked(response, settings, outcome_of(answered.ranking), forced=ranking is not None)
     return response
 
 
-def _reranked(response: SearchResponse, settings: Settings, outcome: RerankOutcome | None) -> None:
-    """Say what the reranker did: its part of the tier line, and a note when it was skipped."""
+def _reranked(response: SearchResponse, settings: Settings, outcome: RerankOutcome | None, forced: bool) -> None:
+    """Say what the reranker did: its part of the tier line, and a note when it was skipped.
+
+    A forced ranking (evaluation) raises RerankError instead: its figures never silently leave out a stage.
+    """
     if outcome is None or settings.rerank is None:
         return
+    if forced and outcome.skipped is not None:
+        raise RerankError(f"the reranker was skipped ({outcome.skipped}); an evaluation ranks through every "
+                          "configured stage or stops (raise knowledge.rerank.budget_ms, or fix the endpoint)",
+                          outcome.kind or "error")
     response.rerank = outcome
-    plain = response.tier.removesuffix(f"; {configured_line(settings.rerank)}")
+    plain = response.tier.removesuffix(f"; {rerank_configured(settings.rerank)}")
     response.tier = f"{plain}; {outcome.line()}"
     if outcome.skipped is not None:
         skipped = f"rerank skipped ({outcome.skipped}); these results keep the fused order"

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from config.errors import RerankError
-from config.settings import RerankSettings, Settings
+from config.settings import Settings
 from query.rank.ranked import Ranked
 from query.reader import Hit
+from query.tier import reranker_name
 
 RERANK = "rerank"  # the stage's name: its notes are explain's `stages.rerank`, its remark the outcome
 TEXT_CHARS = 2048  # of a hit's text sent: about the 512 tokens a cross-encoder reads
@@ -56,16 +56,6 @@ class RerankOutcome:
                 "shape": self.shape, "ms": None if self.ms is None else round(self.ms, 1)}
 
 
-def label(config: RerankSettings) -> str:
-    """How the tier line names the reranker: its model, else its endpoint's host."""
-    return config.model or urlsplit(config.url).netloc or config.url
-
-
-def configured_line(config: RerankSettings) -> str:
-    """The tier line's part before a search ran (`knowledge stats`, the CLI's first line)."""
-    return f"rerank: {label(config)} (top {config.top_n})"
-
-
 def passage(hit: Hit) -> str:
     """The text a hit is judged by: its breadcrumb, a blank line, its body (as it is embedded), cut to TEXT_CHARS."""
     text = f"{hit.section}\n\n{hit.content}" if hit.section else hit.content
@@ -85,14 +75,14 @@ def rerank(ranked: Ranked) -> Ranked:
     try:
         answer = scores(config, ranked.context.query.text, [passage(h) for h in hits])
     except RerankError as error:
-        skipped = RerankOutcome(label(config), config.top_n, skipped=str(error), kind=error.kind)
+        skipped = RerankOutcome(reranker_name(config), config.top_n, skipped=str(error), kind=error.kind)
         return ranked.remarked(RERANK, skipped)
     by_score = sorted(range(len(hits)), key=lambda i: (-answer.scores[i], i))
     judged = {hit.chunk_id for hit in hits}
     ids = [hits[i].chunk_id for i in by_score] + [cid for cid, _ in head if cid not in judged]
     reordered = [(cid, score) for cid, (_, score) in zip(ids, head)]
     said = {hits[i].chunk_id: round(answer.scores[i], 6) for i in range(len(hits))}
-    outcome = RerankOutcome(label(config), config.top_n, len(hits), answer.shape, answer.seconds * 1000)
+    outcome = RerankOutcome(reranker_name(config), config.top_n, len(hits), answer.shape, answer.seconds * 1000)
     return ranked.reordered([*reordered, *ranked.entries[len(head):]], RERANK, said).remarked(RERANK, outcome)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from config.errors import RerankError
 from config.settings import Settings
 from query.rank import stages
 from query.rank.parsed import parse_query
@@ -18,7 +19,7 @@ from query.rank.rerank import passage, rerank
 from query.rank.tiers import Tiers
 from query.reader import Hit, Reader
 from query.requests import SearchRequest
-from query.search import search, to_json
+from query.search import LEXICAL, search, search_deep, to_json
 from query.service import QueryService
 from tests.query.stores import build_store, free_port, store_settings
 from tests.rerankserver import GARBAGE, RerankServer, hashed_score
@@ -214,3 +215,24 @@ def test_the_cli_the_tools_and_doctor_show_the_rerank_status(plain: Settings, re
     reranker.slow = 0.0
     code, out, _ = run_cli("doctor")
     assert code == 0 and re.search(r"rerank.*answered as tei in \d+ ms for 3 texts", out)
+
+
+def test_an_evaluation_ranks_through_the_reranker_and_stops_when_it_is_skipped(
+        plain: Settings, reranker: RerankServer, workdir: Path, run_cli) -> None:
+    reranker.scoring = "reverse"
+    settings = with_rerank(plain, url=reranker.tei_url)
+    reader = Reader(settings)
+    try:
+        deep = search_deep(settings, reader, QUERY, 20, LEXICAL)
+        assert [h.chunk_id for h in deep.hits] == fused(plain)[::-1] == [h.chunk_id for h in search(
+            settings, QUERY, 20).hits]  # evaluation measures what search answers, reranker included
+        reranker.status = 500
+        with pytest.raises(RerankError, match=r"the reranker was skipped \(.*answered HTTP 500"):
+            search_deep(settings, reader, QUERY, 20, LEXICAL)
+    finally:
+        reader.close()
+    (workdir / "knowledge.yaml").write_text(
+        f"knowledge:\n  directory: {plain.store_dir}\n  rerank:\n    url: {reranker.tei_url}\n", encoding="utf-8")
+    (workdir / "cases.jsonl").write_text('{"query": "retention policy", "expect": "logs"}\n', encoding="utf-8")
+    code, _, err = run_cli("eval", "--cases", "cases.jsonl")
+    assert code == 1 and "the reranker was skipped" in err and "budget_ms" in err

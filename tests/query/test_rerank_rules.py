@@ -7,14 +7,17 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from config.loader import settings_from_mapping
 from query.doctor import FAIL, NOT_CONFIGURED, OK, WARN, rerank_check
 from query.search import search
+from query.serve.http_api import build_app
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
 from tests.query.stores import build_store, free_port, store_settings
+from tests.query.test_http_api import Running
 from tests.rerankserver import RerankServer
 
 
@@ -98,3 +101,23 @@ def test_doctor_fails_an_unreachable_or_garbling_reranker_without_failing_the_ru
     code, out, _ = run_cli("doctor", "--json")
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     assert code == 0 and checks["rerank"]["status"] == FAIL and checks["rerank"]["fatal"] is False
+
+
+def test_v1_search_carries_the_reranked_order_and_says_when_it_was_skipped(tmp_path: Path,
+                                                                         reranker: RerankServer) -> None:
+    docs = {f"docs/{n}.md": f"# Page {n}\n\nThe retention of item {n} is set per bucket.\n" for n in range(1, 6)}
+    plain = build_store(store_settings(tmp_path), docs)
+    before = [h.path for h in search(plain, "retention bucket", 5).hits]
+    reranker.scoring = "reverse"
+    settings = store_settings(tmp_path, rerank={"url": reranker.cohere_url, "model": "loopback", "budget_ms": 200},
+                              expose={"mcp": {"builtins": ["knowledge_search"]}})
+    with Running(build_app(settings, "127.0.0.1", None, warn=lambda m: None)) as url:
+        answer = httpx.get(f"{url}/v1/search", params={"q": "retention bucket", "explain": "true"}, timeout=10).json()
+        assert [r["path"] for r in answer["results"]] == before[::-1]
+        assert [r["explain"]["stages"]["rerank"] for r in answer["results"]] == [4.0, 3.0, 2.0, 1.0, 0.0]
+        assert answer["rerank"]["status"] == "reranked" and "; rerank: top 5 by loopback (cohere, " in answer["tier"]
+        reranker.slow = 1.0
+        skipped = httpx.get(f"{url}/v1/search", params={"q": "retention bucket"}, timeout=10).json()
+        assert [r["path"] for r in skipped["results"]] == before
+        assert skipped["tier"].endswith("; rerank skipped: timeout after 200 ms")
+        assert skipped["rerank"]["kind"] == "timeout" and "these results keep the fused order" in skipped["note"]
