@@ -25,6 +25,7 @@ from config.errors import RerankError
 from config.settings import Settings
 from query.rank.ranked import Ranked
 from query.reader import Hit
+from query.terminal import one_line
 from query.tier import reranker_name
 
 RERANK = "rerank"  # the stage's name: its notes are explain's `stages.rerank`, its remark the outcome
@@ -75,7 +76,8 @@ def rerank(ranked: Ranked) -> Ranked:
     try:
         answer = scores(config, ranked.context.query.text, [passage(h) for h in hits])
     except RerankError as error:
-        skipped = RerankOutcome(reranker_name(config), config.top_n, skipped=str(error), kind=error.kind)
+        reason = one_line(str(error), 200)  # the server's words reach the tier line: one clean line
+        skipped = RerankOutcome(reranker_name(config), config.top_n, skipped=reason, kind=error.kind)
         return ranked.remarked(RERANK, skipped)
     by_score = sorted(range(len(hits)), key=lambda i: (-answer.scores[i], i))
     judged = {hit.chunk_id for hit in hits}

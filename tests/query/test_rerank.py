@@ -158,6 +158,9 @@ def test_an_erroring_or_absent_server_leaves_the_fused_order(plain: Settings, re
     failing = search(with_rerank(plain, url=reranker.tei_url), QUERY, 20)
     assert [h.chunk_id for h in failing.hits] == before and failing.rerank is not None
     assert failing.rerank.kind == "http_status" and "answered HTTP 503: " in failing.tier
+    reranker.error_body = b"overloaded\x1b[31m\nfailed: forged line"
+    forged = search(with_rerank(plain, url=reranker.tei_url), QUERY, 20).tier
+    assert forged.endswith("answered HTTP 503: overloaded failed: forged line") and "\x1b" not in forged
     absent = search(with_rerank(plain, url=f"http://127.0.0.1:{free_port()}/rerank"), QUERY, 20)
     assert [h.chunk_id for h in absent.hits] == before and absent.rerank is not None
     assert absent.rerank.kind == "refused" and "rerank skipped: cannot reach http://127.0.0.1:" in absent.tier
