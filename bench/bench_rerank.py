@@ -4,15 +4,16 @@
 
 One lexical store of the bench corpus (bench/lib/stores.py, about --chunks chunks, built once under
 --out). For each fixed latency L, a loopback rerank server (tests/rerankserver.py, in its own
-process, so its JSON work never shares this process's GIL) sleeps L before answering; then every
-query is searched twice through query.search.search on one open Reader, once fused-only and once
-with `knowledge.rerank` at the server's tei endpoint (top_n 30), the two alternating which goes
-first from query to query. Per query it records both wall times and both thread CPU times (this
-thread only: the client's own work, the server's sleep and scoring excluded) and the exchange time
-the stage itself measured (request sent to answer read); the figures are the medians and p95 of the
-per-query differences (rerank - fused), and the ratio of the medians. The
-last row is a server slower than the budget (--skip-budget-ms, default 100): what a skipped
-reranker costs a search (about the budget: the degrade is bounded).
+process, so its JSON work never shares this process's GIL; `reverse` scores, its cheapest) sleeps
+L before answering; then every query is searched twice through query.search.search on one open
+Reader, once fused-only and once with `knowledge.rerank` at the server's tei endpoint (top_n 30),
+the two alternating which goes first from query to query. Per query it records both wall times,
+both thread CPU times (this thread only: the client's own work, the server's sleep and scoring
+excluded) and the exchange time the stage itself measured (request sent to answer read); the
+figures are the medians and p95 of the per-query differences (rerank - fused), and the ratio of the
+medians. The first row pairs fused-only with itself (the stage unconfigured: the noise of the
+pairing); the last is a server slower than the budget (--skip-budget-ms, default 100): what a
+skipped reranker costs a search (about the budget: the degrade is bounded).
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ class Pair:
 def rerank_server(slow: float) -> Iterator[str]:
     """A rerank server process answering after `slow` seconds; its tei endpoint URL."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.rerankserver", "--port", str(port), "--slow", str(slow)],
-                            cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.rerankserver", "--port", str(port), "--slow", str(slow),
+                             "--scoring", "reverse"], cwd=ROOT)  # the cheapest scores: the server's floor
     url = f"http://127.0.0.1:{port}/rerank"
     try:
         deadline = time.monotonic() + 30
@@ -129,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     reader = Reader(fused)
     try:
+        rows.append(summary("no rerank block (A/A: the noise)", paired(fused, fused, reader, queries)))
+        print(json.dumps(rows[-1]), flush=True)
         for ms in [float(x) for x in args.latency.split(",") if x.strip()] + [None]:
             slow = (args.skip_budget_ms * 3 if ms is None else ms) / 1000
             budget = args.skip_budget_ms if ms is None else 800
