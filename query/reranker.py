@@ -101,7 +101,7 @@ def request_body(settings: RerankSettings, shape: str, query: str, texts: Sequen
     head = utf8_head(query, QUERY_BYTES)
     if shape == TEI:
         return {"query": head, "texts": list(texts), "truncate": True, "return_text": False}
-    body: dict[str, Any] = {"query": head, "documents": list(texts), "top_n": len(texts), "return_documents": False}
+    body: dict[str, Any] = {"query": head, "documents": list(texts), "top_n": len(texts)}
     if settings.model:
         body = {"model": settings.model, **body}
     return body
