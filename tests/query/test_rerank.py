@@ -218,6 +218,9 @@ def test_the_cli_the_tools_and_doctor_show_the_rerank_status(plain: Settings, re
     reranker.slow = 0.0
     code, out, _ = run_cli("doctor")
     assert code == 0 and re.search(r"rerank.*answered as tei in \d+ ms for 3 texts", out)
+    code, out, _ = run_cli("stats")
+    assert code == 0
+    assert out.splitlines()[0] == "tier: lexical (FTS5) - no embeddings configured; rerank: loopback (top 3)"
 
 
 def test_an_evaluation_ranks_through_the_reranker_and_stops_when_it_is_skipped(
