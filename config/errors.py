@@ -116,6 +116,20 @@ class VectorIdentityMismatch(EmbeddingError):
     exit_code = EXIT_FAILURE
 
 
+class RerankError(KnowledgeError):
+    """The reranking endpoint gave no usable scores; search keeps the fused order and says why.
+
+    `kind` names the step that failed: `timeout` (the stage's budget ran out), `refused` (no
+    connection), `http_status` (an error status), `malformed` (an answer that is not one score per
+    text), or `config` (the API key's variable is unset). `status` is the HTTP status, if any.
+    """
+
+    def __init__(self, message: str, kind: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
 class BrokerError(KnowledgeError):
     """The message broker (Redis) is unreachable or failed mid-run."""
 

@@ -18,7 +18,15 @@ from typing import Any
 import yaml
 
 from config.errors import ConfigError
-from config.settings import FORMAT_NAMES, BrokerSettings, EmbeddingsSettings, McpExposure, Settings
+from config.settings import (
+    FORMAT_NAMES,
+    RERANK_SHAPES,
+    BrokerSettings,
+    EmbeddingsSettings,
+    McpExposure,
+    RerankSettings,
+    Settings,
+)
 from config.urls import base_url_problem, broker_url_problem, normalize_url
 
 ENV_CONFIG = "KNOWLEDGE_CONFIG"
@@ -243,6 +251,8 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
     for key, emb in (("embeddings", settings.embeddings), ("embeddings_next", settings.embeddings_next)):
         if emb is not None:
             _check_embeddings(key, emb, where)
+    if settings.rerank is not None:
+        _check_rerank(settings.rerank, where)
 
 
 def _check_values(settings: Settings, where: str) -> None:
@@ -299,6 +309,20 @@ def _check_embeddings(key: str, emb: EmbeddingsSettings, where: str) -> None:
             f"{where}: knowledge.{key} batch_size (1-2048), concurrency (>=1), timeout and query_timeout (>0) "
             "and max_pending (>=1) are out of range"
         )
+
+
+def _check_rerank(rerank: RerankSettings, where: str) -> None:
+    problem = base_url_problem(rerank.url)
+    if problem:
+        raise ConfigError(f"{where}: knowledge.rerank.url {problem}, got {rerank.url!r}")
+    if rerank.shape not in RERANK_SHAPES:
+        raise ConfigError(f"{where}: knowledge.rerank.shape must be one of {', '.join(RERANK_SHAPES)}, "
+                          f"got {rerank.shape!r}")
+    if not 2 <= rerank.top_n <= 200:
+        raise ConfigError(f"{where}: knowledge.rerank.top_n must be between 2 and 200, got {rerank.top_n}")
+    if not 1 <= rerank.budget_ms <= 60_000:
+        raise ConfigError(f"{where}: knowledge.rerank.budget_ms must be between 1 and 60000 (milliseconds), "
+                          f"got {rerank.budget_ms}")
 
 
 def read_secret(

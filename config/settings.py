@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_TOP_K = 20
+RERANK_SHAPES = ("auto", "tei", "cohere")
+"""The request shapes knowledge.rerank.shape names (query/reranker.py speaks them)."""
 FORMAT_NAMES = ("markdown", "text", "html", "mdx", "rst", "asciidoc", "org", "ipynb", "pdf", "docx")
 """The formats knowledge.formats may name (pipeline/formats is their registry; a test keeps them in step)."""
 
@@ -43,6 +45,28 @@ class EmbeddingsSettings:
     max_pending: int = field(
         default=2048,
         metadata=_help("Chunks read but not yet embedded (and documents not yet written) per run before ingest waits."),
+    )
+
+
+@dataclass(frozen=True)
+class RerankSettings:
+    """A `/rerank` endpoint that re-orders the head of a search's fused ranking (query/rank/rerank.py)."""
+
+    url: str = field(metadata=_help("The endpoint knowledge POSTs to, e.g. http://127.0.0.1:8082/rerank or "
+                                    "http://127.0.0.1:7997/v1/rerank."))
+    shape: str = field(
+        default="auto", metadata=_help("What the endpoint speaks: `tei` ({query, texts} -> [{index, score}]), "
+                                       "`cohere` ({model, query, documents, top_n} -> {results}), or `auto`.")
+    )
+    model: str = field(
+        default="", metadata=_help("Model name sent with the cohere shape (and shown in the tier line).")
+    )
+    api_key_env: str | None = field(
+        default=None, metadata=_help("Name of the environment variable holding the API key.")
+    )
+    top_n: int = field(default=30, metadata=_help("How many of the fused ranking's best hits are re-ordered."))
+    budget_ms: int = field(
+        default=800, metadata=_help("Milliseconds the stage may take; past it the hits keep the fused order.")
     )
 
 
@@ -160,6 +184,9 @@ class Settings:
         default=None,
         metadata=_help("The model to switch to: `knowledge vectors switch` embeds every section with it "
                        "beside the serving vectors, then swaps them in one transaction."),
+    )
+    rerank: RerankSettings | None = field(
+        default=None, metadata=_help("Reranking endpoint; absent = the fused order is the answer.")
     )
     citations: tuple[CitationSettings, ...] = field(
         default=(), metadata=_help("Rules rewriting citation paths, first match wins.")

@@ -85,6 +85,7 @@ class SearchAnswer:
             "query": self.query,
             **({"filters": self.filters.to_json()} if self.filters.active else {}),
             "dropped_terms": list(response.dropped),
+            **({"rerank": response.rerank.to_json()} if response.rerank is not None else {}),
             "returned": len(fitted.items),
             "trimmed": fitted.trimmed,
             "results": fitted.items,

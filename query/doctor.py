@@ -11,12 +11,13 @@ makes doctor exit non-zero.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from config.errors import EmbeddingError, KnowledgeError, StoreBusy
+from config.errors import EmbeddingError, KnowledgeError, RerankError, StoreBusy
 from config.settings import Settings
 from pipeline import db, integrity, schema, vectors
 from pipeline.embeddings import EmbeddingsClient, Probe, RetryPolicy
@@ -29,6 +30,12 @@ NOT_RUN = "not run"
 NOT_CONFIGURED = "not configured"
 
 _PROBE_RETRY = RetryPolicy(attempts=2, initial_wait=0.2, max_wait=1.0)
+# The reranker's probe: one query, a text that answers it first and two that do not.
+RERANK_QUERY = "how are old log files rotated"
+RERANK_TEXTS = ("Old log files are rotated every night, and rotated files are compressed.",
+                "The cafeteria opens at noon on weekdays.",
+                "Backups of the database are kept for thirty days.")
+RERANK_PROBE_SECONDS = 10.0  # doctor waits longer than a search would, to tell slow from unreachable
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ def run_checks(settings: Settings, environ: Mapping[str, str] | None = None) -> 
     checks += store_checks
     checks.append(_integrity(settings))
     checks += _embeddings(settings, meta, environ)
+    checks.append(rerank_check(settings, environ))
     return checks
 
 
@@ -228,3 +236,29 @@ def _manifest(settings: Settings, meta: dict[str, str] | None, probe: Probe) -> 
         return Check("manifest", WARN, f"matches the index (model={pinned.model} dim={pinned.dimension}), but {older}",
                      True)
     return Check("manifest", OK, f"matches the index (model={pinned.model} dim={pinned.dimension})", True)
+
+
+def rerank_check(settings: Settings, environ: Mapping[str, str] | None = None) -> Check:
+    """Probe the reranker: reachable, the shape it speaks, its latency against budget_ms, and a sane order.
+
+    Never fatal: search answers in the fused order without it, and says so.
+    """
+    config = settings.rerank
+    if config is None:
+        return Check("rerank", NOT_CONFIGURED, "no reranker configured: the fused ranking is the answer")
+    from query.reranker import scores  # the HTTP client only with a reranker
+
+    try:
+        answer = scores(config, RERANK_QUERY, RERANK_TEXTS, time.monotonic() + RERANK_PROBE_SECONDS, environ)
+    except RerankError as exc:
+        return Check("rerank", FAIL, f"{exc}; searches keep the fused order and say `rerank skipped`")
+    ms = answer.seconds * 1000
+    shown = ", ".join(f"{value:.4g}" for value in answer.scores)
+    detail = (f"{config.url} answered as {answer.shape} in {ms:.0f} ms for {len(RERANK_TEXTS)} texts "
+              f"(budget {config.budget_ms} ms for up to {config.top_n}); scores {shown}")
+    if ms > config.budget_ms:
+        return Check("rerank", WARN, f"{detail}: slower than the budget, so searches will skip it")
+    if max(range(len(answer.scores)), key=answer.scores.__getitem__) != 0:
+        return Check("rerank", WARN, f"{detail}: the text that answers the probe did not score best; "
+                                     "is the endpoint serving a reranking model?")
+    return Check("rerank", OK, detail)

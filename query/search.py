@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from config.errors import EmbeddingError, QueryError, UsageError, VectorIdentityMismatch
+from config.errors import EmbeddingError, QueryError, RerankError, UsageError, VectorIdentityMismatch
 from config.instruments import TIER, instruments
 from config.observability import traced
 from config.settings import MAX_TOP_K, Settings
@@ -19,8 +19,9 @@ from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter, document_ids_json
 from query.lexical import FANOUT
 from query.rank.parsed import ParsedQuery, parse_query
-from query.rank.pipeline import rank
+from query.rank.pipeline import ranked_hits
 from query.rank.ranked import Context
+from query.rank.rerank import RerankOutcome, outcome_of
 from query.rank.tiers import HYBRID as HYBRID  # the rankings, re-exported: eval and the CLI import them here
 from query.rank.tiers import LEXICAL as LEXICAL
 from query.rank.tiers import RANKINGS as RANKINGS
@@ -30,7 +31,7 @@ from query.rank.tiers import excluded_ids as excluded_ids
 from query.reader import Hit, Reader, borrowed_reader, not_built_note
 from query.status import Status
 from query.terminal import one_line
-from query.tier import tier_line
+from query.tier import rerank_configured, tier_line
 
 if TYPE_CHECKING:
     from query.citations import CitationMapper
@@ -51,6 +52,7 @@ class SearchResponse:
     degraded: str | None = None
     degraded_kind: str | None = None  # the step that failed: timeout, refused, http_status, malformed
     query: ParsedQuery | None = None  # the query as search read it (the page marks its words with it)
+    rerank: RerankOutcome | None = None  # what the reranking stage did (None: not configured or nothing to do)
 
 
 def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]:
@@ -100,6 +102,8 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
                 if server.port:
                     span.set_attribute("server.port", server.port)
             span.set_attribute("knowledge.hits", len(response.hits))
+            if response.rerank is not None:
+                span.set_attribute("knowledge.rerank", response.rerank.kind or "reranked")
             _measure(settings, response, time.perf_counter() - began)
             return response
 
@@ -161,8 +165,29 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
         else:
             response.tier = found.tier
             tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
-    response.hits = rank(Context(query, tiers, reader), k, explain)
+    answered = ranked_hits(Context(query, tiers, reader, settings), k, explain)
+    response.hits = answered.hits
+    _reranked(response, settings, outcome_of(answered.ranking), forced=ranking is not None)
     return response
+
+
+def _reranked(response: SearchResponse, settings: Settings, outcome: RerankOutcome | None, forced: bool) -> None:
+    """Say what the reranker did: its part of the tier line, and a note when it was skipped.
+
+    A forced ranking (evaluation) raises RerankError instead: its figures never silently leave out a stage.
+    """
+    if outcome is None or settings.rerank is None:
+        return
+    if forced and outcome.skipped is not None:
+        raise RerankError(f"the reranker was skipped ({outcome.skipped}); an evaluation ranks through every "
+                          "configured stage or stops (raise knowledge.rerank.budget_ms, or fix the endpoint)",
+                          outcome.kind or "error")
+    response.rerank = outcome
+    plain = response.tier.removesuffix(f"; {rerank_configured(settings.rerank)}")
+    response.tier = f"{plain}; {outcome.line()}"
+    if outcome.skipped is not None:
+        skipped = f"rerank skipped ({outcome.skipped}); these results keep the fused order"
+        response.note = "; ".join(n for n in (response.note, skipped) if n)
 
 
 def _wants_vectors(settings: Settings, reader: Reader, query: ParsedQuery, ranking: str | None) -> bool:
@@ -226,5 +251,6 @@ def to_json(response: SearchResponse, mapper: CitationMapper | None = None) -> d
         "degraded": response.degraded,
         "degraded_kind": response.degraded_kind,
         "dropped_terms": list(response.dropped),
+        **({"rerank": response.rerank.to_json()} if response.rerank is not None else {}),
         "results": [hit_json(h, mapper) for h in response.hits],
     }

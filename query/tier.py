@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from config.settings import Settings
+from urllib.parse import urlsplit
+
+from config.settings import RerankSettings, Settings
 
 LEXICAL = "tier: lexical (FTS5) - no embeddings configured"
 
@@ -30,8 +32,25 @@ def tier_line(settings: Settings, degraded: str | None = None, dimension: int | 
     """The tier line for these settings; degraded names why the vector tier was not used.
 
     Without an explicit dimension the one pinned in the store is shown (`?` before the first
-    vector run).
+    vector run). A configured reranker adds `; rerank: <model> (top N)` (a search replaces it with
+    what the stage did: query/search.py).
     """
+    line = _tiers(settings, degraded, dimension)
+    return line if settings.rerank is None else f"{line}; {rerank_configured(settings.rerank)}"
+
+
+def reranker_name(config: RerankSettings) -> str:
+    """How the tier line names the reranker: its model, else its endpoint's host."""
+    return config.model or urlsplit(config.url).netloc or config.url
+
+
+def rerank_configured(config: RerankSettings) -> str:
+    """The tier line's rerank part before a search ran (`knowledge stats`, the CLI's first line)."""
+    return f"rerank: {reranker_name(config)} (top {config.top_n})"
+
+
+def _tiers(settings: Settings, degraded: str | None, dimension: int | None) -> str:
+    """The tier line's first part: lexical, hybrid or degraded."""
     emb = settings.embeddings
     if emb is None:
         return LEXICAL

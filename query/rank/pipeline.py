@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from query.rank import stages as stages_module
@@ -24,15 +24,28 @@ def ranked(context: Context, k: int, stages: Sequence[Stage] | None = None) -> R
     return ranking
 
 
-def rank(context: Context, k: int, explain: bool = False, stages: Sequence[Stage] | None = None) -> list[Hit]:
+@dataclass(frozen=True)
+class RankedHits:
+    """The top k hits, hydrated, and the ranking they were cut from (its stages' remarks: the reranker's outcome)."""
+
+    hits: list[Hit]
+    ranking: Ranked
+
+
+def ranked_hits(context: Context, k: int, explain: bool = False, stages: Sequence[Stage] | None = None) -> RankedHits:
     """The top k hits of the staged ranking, hydrated once; with explain each carries the stages' trace."""
     ranking = ranked(context, k, stages)
     top = ranking.answer(k)
     found = context.reader.hydrate([cid for cid, _ in top], dict(top))
     if not explain:
-        return found
+        return RankedHits(found, ranking)
     why = _trace(ranking)
-    return [replace(h, explain=why.get(h.chunk_id)) for h in found]
+    return RankedHits([replace(h, explain=why.get(h.chunk_id)) for h in found], ranking)
+
+
+def rank(context: Context, k: int, explain: bool = False, stages: Sequence[Stage] | None = None) -> list[Hit]:
+    """The top k hits of the staged ranking (ranked_hits without the ranking)."""
+    return ranked_hits(context, k, explain, stages).hits
 
 
 def _trace(ranking: Ranked) -> dict[int, Explain]:

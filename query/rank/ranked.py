@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from config.settings import Settings
 from query.rank.parsed import ParsedQuery
 from query.rank.tiers import Scored, Tiers
 from query.reader import Reader
@@ -22,6 +23,7 @@ class Context:
     query: ParsedQuery
     tiers: Tiers
     reader: Reader
+    settings: Settings | None = None  # what the stages configured there read (the reranker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,25 +41,34 @@ class Ranked:
     pins: tuple[int, ...] = ()
     notes: tuple[tuple[str, Mapping[int, Note]], ...] = ()
     depth: int | None = None
+    remarks: tuple[tuple[str, object], ...] = ()
 
     def noted(self, stage: str, about: Mapping[int, Note]) -> Ranked:
         """This ranking with a stage's notes on some hits added to the trace --explain shows."""
-        return Ranked(self.context, self.entries, self.pins, (*self.notes, (stage, about)), self.depth)
+        return Ranked(self.context, self.entries, self.pins, (*self.notes, (stage, about)), self.depth, self.remarks)
 
     def reordered(self, entries: Sequence[Scored], stage: str = "", about: Mapping[int, Note] | None = None) -> Ranked:
         """This ranking with its entries (re-scored or re-ordered) replaced, and the stage's notes if any."""
         notes = self.notes if about is None else (*self.notes, (stage, about))
-        return Ranked(self.context, tuple(entries), self.pins, notes, self.depth)
+        return Ranked(self.context, tuple(entries), self.pins, notes, self.depth, self.remarks)
 
     def pinned(self, ids: Sequence[int]) -> Ranked:
         """This ranking with ids pinned first, after those pinned already."""
-        return Ranked(self.context, self.entries, (*self.pins, *ids), self.notes, self.depth)
+        return Ranked(self.context, self.entries, (*self.pins, *ids), self.notes, self.depth, self.remarks)
 
     def read_to(self, depth: int | None) -> Ranked:
         """This ranking with how deep its next stage's output is read set (None: all of it)."""
         if depth == self.depth:
             return self
-        return Ranked(self.context, self.entries, self.pins, self.notes, depth)
+        return Ranked(self.context, self.entries, self.pins, self.notes, depth, self.remarks)
+
+    def remarked(self, stage: str, remark: object) -> Ranked:
+        """This ranking with what a stage says about it as a whole (read back with remark_of)."""
+        return Ranked(self.context, self.entries, self.pins, self.notes, self.depth, (*self.remarks, (stage, remark)))
+
+    def remark_of(self, stage: str) -> object | None:
+        """What the named stage said about the whole ranking (None when it did not run or said nothing)."""
+        return next((remark for name, remark in self.remarks if name == stage), None)
 
     def note_of(self, stage: str) -> Mapping[int, Note]:
         """What the named stage said about each hit (empty when it did not run or said nothing)."""

@@ -9,13 +9,16 @@ Verbatim protection pins sections rather than moving them, and diversity counts 
 its document's allowance but never demotes it: the same answer as demoting first and then placing
 the protected sections first (tests/query/test_rank_stages.py), while diversity, last, reads only
 the ranks the answer needs. A stage that re-scores the list (language preference, document
-evidence, a reranker) goes before diversity; pinned sections stay first whatever it does.
+evidence, a reranker) goes before diversity; pinned sections stay first whatever it does. The
+reranker (query/rank/rerank.py) sits right after fusion, before every stage that states a rule, so
+it re-orders candidates without breaking one; unconfigured, it returns its input.
 """
 
 from __future__ import annotations
 
 from query.fusion import diversified_prefix, rrf
 from query.rank.ranked import Ranked, Stage
+from query.rank.rerank import rerank
 from query.rank.tiers import HYBRID, VECTOR
 from query.verbatim import verbatim_ids
 
@@ -53,4 +56,4 @@ def diversity(ranked: Ranked) -> Ranked:
     return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
 
 
-STAGES: tuple[Stage, ...] = (fusion, verbatim, diversity)
+STAGES: tuple[Stage, ...] = (fusion, rerank, verbatim, diversity)
