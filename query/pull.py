@@ -36,7 +36,6 @@ from query.serve.snapshots_route import LATEST_ROUTE, file_path
 log = logging.getLogger("knowledge.pull")
 
 ATTEMPTS = 5  # connections per download: the first and up to four resumes
-CHUNK = 1 << 20
 TIMEOUT_S = 30.0
 RETRY_PAUSE_S = 0.5
 PULL_PREFIX = f"{snapshots.TEMP_PREFIX}pull-"
@@ -197,7 +196,7 @@ class Puller:
             with open(part, "r+b" if have else "wb") as out:
                 out.seek(have)
                 out.truncate()
-                for block in reply.iter_bytes(CHUNK):
+                for block in reply.iter_bytes():  # as it arrives: a dropped connection keeps every byte read
                     have += len(block)
                     if have > total:
                         raise PullRefused(f"{url} sent more than the {total} bytes its manifest names; not served")
