@@ -54,7 +54,7 @@ def _found(base: str, word: str) -> int | None:
 
 def _wait_found(bases: dict[str, str], word: str) -> dict[str, int]:
     """The generation each replica first finds word in (bounded: FOUND_WITHIN_S from now)."""
-    started, found = time.monotonic(), {}
+    started, found = time.monotonic(), dict[str, int]()
     while len(found) < len(bases):
         for name, base in bases.items():
             if name not in found and (generation := _found(base, word)) is not None:

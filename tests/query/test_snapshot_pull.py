@@ -151,7 +151,7 @@ def test_a_download_cut_every_time_gives_up_after_its_attempts_and_the_next_poll
     with cutting_proxy(primary.port, faults) as url:
         puller = _puller(url, other, attempts=2)
         try:
-            with pytest.raises(PullError, match="gave up on generation 1 .* after 2 attempts"):
+            with pytest.raises(PullError, match=r"gave up on generation 1 .* after 2 attempts"):
                 puller.pull()
             assert pub.generations(other) == []  # nothing served while partial
             installed = None
@@ -173,7 +173,7 @@ def test_a_download_tampered_in_transit_is_refused_removed_and_not_tried_again(
     with cutting_proxy(primary.port, Faults(flip_at=5000)) as url:
         puller = _puller(url, other)
         try:
-            with pytest.raises(PullRefused, match="generation 1 .* does not match its manifest"):
+            with pytest.raises(PullRefused, match=r"generation 1 .* does not match its manifest"):
                 puller.pull()
             assert puller.pull() is None  # refused once, never fetched again
         finally:
@@ -192,7 +192,7 @@ def test_a_wrong_token_a_refused_host_a_dead_port_and_a_bad_url_are_named_with_t
             wrong.latest()
         with pytest.raises(PullError, match=r"requires a bearer token \(401\); name the variable .*token_env"):
             none.latest()
-        with pytest.raises(PullError, match="connection refused.*fix --pull-from"):
+        with pytest.raises(PullError, match=r"connection refused.*fix --pull-from"):
             dead.latest()
     finally:
         for puller in (wrong, none, dead):
@@ -205,7 +205,7 @@ def test_a_wrong_token_a_refused_host_a_dead_port_and_a_bad_url_are_named_with_t
         finally:
             rehosted.close()
     for bad in ("ftp://primary", "primary:8080", "http://", "http://primary:8080/?x=1"):
-        with pytest.raises(ConfigError, match="--pull-from .* is not an http"):
+        with pytest.raises(ConfigError, match=r"--pull-from .* is not an http"):
             checked_url(bad)
 
 
