@@ -112,7 +112,11 @@ class Puller:
 
     def pull(self) -> int | None:
         """One look at the primary: download, verify and install a newer generation; the one installed, else None."""
-        manifest = self.latest()
+        try:
+            manifest = self.latest()
+        except PullError:
+            instruments().snapshot_pulls.add(1, {OUTCOME: "failed"})
+            raise
         if manifest is None or manifest.generation in self.refused:
             return None
         have = snapshots.generations(self.directory)
@@ -267,6 +271,9 @@ class Puller:
 
     def start(self, interval: float, installed: Callable[[int], object]) -> None:
         """Pull every interval seconds in a daemon thread until close(); installed() after each new generation."""
+        instruments().snapshot_refused.add(0, {STAGE: "pull"})  # every series at 0 first: increase() sees the first
+        for outcome in ("pulled", "failed", "refused"):
+            instruments().snapshot_pulls.add(0, {OUTCOME: outcome})
         def run() -> None:
             self.pull_once(installed)
             while not self._stop.wait(interval):

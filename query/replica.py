@@ -157,6 +157,7 @@ class SnapshotIndex(ReadIndex):
 
     def start(self, interval: float) -> None:
         """Poll now, then every interval seconds in a daemon thread until close()."""
+        instruments().snapshot_refused.add(0, {STAGE: "verify"})  # the series exists at 0: increase() sees the first
         self.poll()
 
         def run() -> None:
