@@ -32,6 +32,7 @@ from config.instruments import OUTCOME, STAGE, instruments
 from pipeline import publish as snapshots
 from pipeline import schema
 from query.serve.snapshots_route import LATEST_ROUTE, file_path
+from query.terminal import name
 
 log = logging.getLogger("knowledge.pull")
 
@@ -144,10 +145,16 @@ class Puller:
                               f"{schema.FORMAT_VERSION}: run the primary's version of knowledge on this replica")
         self.directory.mkdir(parents=True, exist_ok=True)
         temp = self.directory / f"{PULL_PREFIX}g{number:06d}"
+        if temp.is_symlink():
+            raise PullError(f"{temp} is a symlink; refused: remove it")
         temp.mkdir(mode=0o755, exist_ok=True)
         part = temp / snapshots.DB_NAME
         self._room_for(manifest, part)
-        self._download(manifest, part)
+        try:
+            self._download(manifest, part)
+        except PullRefused:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
         size = part.stat().st_size
         digest = snapshots.sha256_file(part)
         if size != manifest.bytes or digest != manifest.sha256:
@@ -196,7 +203,9 @@ class Puller:
                 have = 0  # the whole file came (no Range, or the server ignored it): start over
             elif reply.status_code != 206 or not reply.headers.get("content-range", "").startswith(f"bytes {have}-"):
                 reply.read()
-                raise PullError(self._http_problem(reply, FILE_ROUTE_SHOWN))
+                if reply.status_code == 206:
+                    part.unlink()  # a range from elsewhere: the next attempt starts the file again
+                raise PullError(self._file_problem(reply, url))
             with open(part, "r+b" if have else "wb") as out:
                 out.seek(have)
                 out.truncate()
@@ -224,6 +233,15 @@ class Puller:
         for leftover in self.directory.glob(f"{PULL_PREFIX}g*"):
             shutil.rmtree(leftover, ignore_errors=True)
 
+    def _file_problem(self, reply: httpx.Response, url: str) -> str:
+        data = _json_or_none(reply)
+        if reply.status_code == 404 and isinstance(data, dict) and data.get("status") == "not_found":
+            return (f"{url} is no longer on the primary (pruned by newer publishes while it downloaded); the next "
+                    "poll takes the newest")
+        if reply.status_code == 206:
+            return f"{url} answered a range that does not start where the partial file ended; starting it again"
+        return self._http_problem(reply, FILE_ROUTE_SHOWN)
+
     def _http_problem(self, reply: httpx.Response, route: str) -> str:
         code = reply.status_code
         where = f"the primary at {self.base}"
@@ -247,9 +265,10 @@ class Puller:
         """Print a warning line once per distinct problem (a primary down for an hour is one line, not 1800)."""
         if problem != self._said:
             self._said = problem
-            log.warning("pull from %s: %s", self.base, problem)
-            print(f"knowledge: warning: {problem}; still serving what {self.directory} holds", file=sys.stderr,
-                  flush=True)
+            shown = name(problem)  # notes come from the primary: no control sequences reach the terminal
+            log.warning("pull from %s: %s", name(self.base), shown)
+            print(f"knowledge: warning: {shown}; still serving what {name(str(self.directory))} holds",
+                  file=sys.stderr, flush=True)
 
     def pull_once(self, installed: Callable[[int], object]) -> None:
         """One pull, its problem said once; installed(generation) after a generation is in place."""

@@ -221,3 +221,23 @@ def test_serve_refuses_pull_from_without_snapshots_and_a_primary_refusing_its_to
                            str(tmp_path / "snaps"), "--pull-from", primary.url)
     assert code == 2 and "refused the token in $REPLICA_TOKEN (401)" in err
     assert "not-the-primary-s" not in err
+
+
+def test_a_partial_download_of_a_generation_pruned_meanwhile_is_dropped_when_the_newest_is_installed(
+        primary: Primary, tmp_path: Path) -> None:
+    primary.publish("alpha")
+    other = tmp_path / "replica"
+    with cutting_proxy(primary.port, Faults(cut_after=30_000, cuts=1)) as url:
+        puller = _puller(url, other, attempts=1)
+        try:
+            with pytest.raises(PullError, match="gave up on generation 1"):
+                puller.pull()
+            assert (other / f"{PULL_PREFIX}g000001" / pub.DB_NAME).stat().st_size == 30_000
+            for word in ("beta", "gamma", "delta"):  # keep 3: generation 1 leaves the primary
+                primary.publish(word)
+            assert pub.generations(primary.settings.publish_dir) == [4, 3, 2]
+            assert puller.pull() == 4
+        finally:
+            puller.close()
+    assert sorted(p.name for p in other.iterdir()) == ["g000004", "g000004.json"]
+    assert _found(other, primary.settings, "delta") == 4
