@@ -109,6 +109,8 @@ class Instruments:
     search_duration: Histogram
     enumerate_duration: Histogram
     searches_degraded: Counter
+    snapshot_refused: Counter
+    snapshot_pulls: Counter
 
 
 UNRECORDED = Instruments(**{f.name: _Unrecorded() for f in fields(Instruments)})
@@ -166,6 +168,10 @@ def _make() -> Instruments:
         enumerate_duration=seconds("knowledge.enumerate.duration", "One enumerate (match) query, by tier."),
         searches_degraded=meter.create_counter("knowledge.search.degraded", "{search}",
                                                "Searches answered lexical-only because the vector tier failed."),
+        snapshot_refused=meter.create_counter("knowledge.snapshot.refused", "{generation}",
+                                              "Generations a replica refused: failed verification, by stage."),
+        snapshot_pulls=meter.create_counter("knowledge.snapshot.pulls", "{pull}",
+                                            "Downloads of a newer generation by a pulling replica, by outcome."),
     )
 
 
@@ -212,3 +218,27 @@ def observe_watch_backlog(sample: Callable[[], int]) -> None:
     metrics.get_meter(METER_NAME).create_observable_gauge(
         "knowledge.watch.backlog", [backlog], unit="{path}",
         description="Changed paths the watcher has not applied yet (kept across failed runs, retried with backoff).")
+
+
+def observe_snapshot(sample: Callable[[], tuple[int, float] | None]) -> None:
+    """Register the gauges of the generation a replica serves and its age, fed by sample() -> (generation, age_s)
+    (nothing observed before the first generation)."""
+    from opentelemetry import metrics
+
+    def generation(options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        served = sample()
+        return [Observation(served[0])] if served else []
+
+    def age(options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        served = sample()
+        return [Observation(served[1])] if served else []
+
+    meter = metrics.get_meter(METER_NAME)
+    meter.create_observable_gauge("knowledge.snapshot.generation", [generation], unit="{generation}",
+                                  description="The generation a `serve --snapshots` replica answers from.")
+    meter.create_observable_gauge("knowledge.snapshot.age", [age], unit="s",
+                                  description="Seconds since the generation a replica serves was published.")

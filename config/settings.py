@@ -134,7 +134,8 @@ class PublishSettings:
     )
     keep: int = field(default=3, metadata=_help("Complete generations `knowledge publish` keeps (the newest)."))
     poll_interval: float = field(
-        default=2.0, metadata=_help("Seconds between a replica's looks for a newer generation (`2s` works too).")
+        default=2.0, metadata=_help("Seconds between a replica's looks for a newer generation, in DIR and "
+                                    "(with --pull-from) at the primary (`2s` works too).")
     )
 
 

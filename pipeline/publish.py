@@ -157,12 +157,12 @@ def publish(db_path: Path, directory: Path, keep: int = 3) -> Published:
             raise StoreError(f"no space left in {directory} for generation {generation}; nothing was published "
                              "and the earlier generations are intact") from exc
         raise
-    _write_manifest(directory, manifest)
+    write_manifest(directory, manifest)
     prune(directory, keep)
     return Published(manifest, final / DB_NAME, time.monotonic() - started)
 
 
-def _write_manifest(directory: Path, manifest: Manifest) -> None:
+def write_manifest(directory: Path, manifest: Manifest) -> None:
     """Write the manifest beside its generation: a temporary file, fsync-ed, renamed into place (the last step)."""
     final = manifest_path(directory, manifest.generation)
     temp = directory / f"{TEMP_PREFIX}{final.name}"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import KnowledgeError
+from config.instruments import STAGE, instruments
 from config.settings import Settings
 from pipeline import db
 from pipeline import publish as snapshots
@@ -56,6 +57,7 @@ class SnapshotIndex(ReadIndex):
         self.refused: set[int] = set()
         self._served: _Served | None = None
         self._swap = threading.Lock()
+        self._polling = threading.Lock()  # one poll at a time: the poller's and a puller's after an install
         self._local = threading.local()
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
@@ -81,6 +83,13 @@ class SnapshotIndex(ReadIndex):
         return {"generation": m.generation, "age_s": round(max(time.time() - m.created, 0.0), 3),
                 "documents": m.documents, "chunks": m.chunks, "bytes": m.bytes}
 
+    def sample(self) -> tuple[int, float] | None:
+        """(generation, age in seconds) of the generation served, for the metrics (None before the first)."""
+        served = self._served
+        if served is None:
+            return None
+        return served.manifest.generation, max(time.time() - served.manifest.created, 0.0)
+
     @contextmanager
     def reader(self) -> Iterator[Reader | None]:
         """A Reader of the current generation for one request (None before the first generation)."""
@@ -104,6 +113,10 @@ class SnapshotIndex(ReadIndex):
 
     def poll(self) -> int | None:
         """Swap in the newest generation newer than the one served that verifies; the generation served."""
+        with self._polling:
+            return self._poll()
+
+    def _poll(self) -> int | None:
         current = self.generation or 0
         for number in snapshots.generations(self.directory):
             if number <= current:
@@ -114,6 +127,7 @@ class SnapshotIndex(ReadIndex):
                 self._swap_in(snapshots.verify(self.directory, number))
             except (KnowledgeError, OSError, db.DatabaseError) as exc:  # refused; the one served goes on
                 self.refused.add(number)
+                instruments().snapshot_refused.add(1, {STAGE: "verify"})
                 log.warning("refused generation %d of %s: %s", number, self.directory, exc)
                 print(f"knowledge: warning: refused generation {number}: {exc}; still serving generation "
                       f"{self.generation}", file=sys.stderr, flush=True)
@@ -143,6 +157,7 @@ class SnapshotIndex(ReadIndex):
 
     def start(self, interval: float) -> None:
         """Poll now, then every interval seconds in a daemon thread until close()."""
+        instruments().snapshot_refused.add(0, {STAGE: "verify"})  # the series exists at 0: increase() sees the first
         self.poll()
 
         def run() -> None:

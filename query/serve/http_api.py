@@ -1,6 +1,7 @@
 """`knowledge serve`: MCP over streamable HTTP, a small JSON API and the search page on one port.
 
 Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/read, /v1/sources, /v1/stats, /healthz,
+/v1/snapshots/latest and /v1/snapshots/<N>/knowledge.db (the generations replicas pull: snapshots_route.py),
 /metrics (this process's metrics in the Prometheus text format; guarded like /v1, token included)
 and the search page's routes (query/serve/page_routes.py: /, /show/..., /sources, /stats, /login, /logout,
 /static/...). Every request passes the Guard first: its Host must be a loopback name, the bound
@@ -37,6 +38,7 @@ from query.requests import MatchRequest, from_query
 from query.serve import page_routes as site
 from query.serve.mcp_server import build_server
 from query.serve.page_sessions import Sessions
+from query.serve.snapshots_route import SnapshotRoutes
 from query.service import QueryService
 from query.status import Status, http_code
 
@@ -244,17 +246,20 @@ def build_app(
     when replica is given)."""
     # one ReadIndex for every request: MCP, /v1 and the page
     service = QueryService.shared(settings) if replica is None else QueryService(settings, replica)
-    server = build_server(settings, warn=warn, service=service)
+    generation = replica.answered_from if replica is not None else None  # a replica's answers name their generation
+    server = build_server(settings, warn=warn, service=service, generation=generation)
     served = tuple(tool.name for tool in tools.exposure(settings).served)
     api = JsonApi(settings, served, service, replica)
     routes: list[tuple[str, Callable[[Request], Response]]] = [("/healthz", api.health)]
     routes += [(spec.route, api.tool(spec)) for spec in tools.TOOLS.values() if spec.route and spec.request]
     routes += [("/v1/match", api.match), ("/v1/sources", api.sources), ("/v1/stats", api.stats),
                ("/metrics", api.metrics)]
+    # the generations replicas pull: a primary's published directory, or a replica's own DIR (replicas chain)
+    routes += SnapshotRoutes(replica.directory if replica is not None else settings.publish_dir).routes()
     for path, handler in routes:
         server.custom_route(path, methods=["GET"])(handler)
     sessions = Sessions(settings.expose.mcp.session_lifetime)  # the page's sign-ins, checked by the Guard
-    for path, methods, page_handler in site.Site(settings, served, token, service, sessions).routes():
+    for path, methods, page_handler in site.Site(settings, served, token, service, sessions, generation).routes():
         server.custom_route(path, methods=methods)(page_handler)
     # The Guard below does the Host/Origin checks for every route, the MCP endpoint included.
     app = server.streamable_http_app(

@@ -62,14 +62,21 @@ def tool_result(data: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=error)
 
 
-def binding(service: QueryService, spec: tools.ToolSpec) -> Callable[..., CallToolResult]:
+def binding(service: QueryService, spec: tools.ToolSpec,
+            generation: Callable[[], int | None] | None = None) -> Callable[..., CallToolResult]:
     """The MCP-facing function of a tool: its signature (hence the input schema the SDK derives) is its
-    request type's fields, each with its help text and bounds."""
+    request type's fields, each with its help text and bounds. With generation (a replica's answered_from)
+    each answer carries the generation it was read from."""
     request_type = spec.request
     assert request_type is not None  # exposure() serves only declared tools
 
     def call(**arguments: Any) -> CallToolResult:
-        return tool_result(spec.answer(service, request_type(**arguments)))
+        if generation is not None:
+            generation()  # forget what an earlier call on this thread read
+        data = spec.answer(service, request_type(**arguments))
+        if generation is not None:
+            data["generation"] = generation()
+        return tool_result(data)
 
     parameters = []
     for field in params(request_type):
@@ -88,9 +95,10 @@ def binding(service: QueryService, spec: tools.ToolSpec) -> Callable[..., CallTo
 
 def build_server(
     settings: Settings, registry: dict[str, tools.ToolSpec] | None = None, warn: Callable[[str], None] | None = None,
-    service: QueryService | None = None,
+    service: QueryService | None = None, generation: Callable[[], int | None] | None = None,
 ) -> MCPServer:
-    """An MCPServer with exactly the exposed tools registered; warnings go to warn (stderr by default)."""
+    """An MCPServer with exactly the exposed tools registered; warnings go to warn (stderr by default); with
+    generation (a replica's) every tool answer carries the generation it read."""
     exposed = tools.exposure(settings, registry)
     say = warn or _warn
     for message in exposed.warnings:
@@ -102,7 +110,7 @@ def build_server(
         if spec.request is None:
             say(f"{spec.name} declares no request type; not served")
             continue
-        server.add_tool(binding(service, spec), name=spec.name, description=spec.description,
+        server.add_tool(binding(service, spec, generation), name=spec.name, description=spec.description,
                         annotations=READ_ONLY, structured_output=False)
     return server
 

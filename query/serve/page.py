@@ -111,8 +111,15 @@ def marked(segments: Iterable[Segment]) -> str:
     return "".join(f"<mark>{text(s.text)}</mark>" if s.marked else text(s.text) for s in segments)
 
 
-def layout(title: str, body: str, signed_in: bool = False, current: str = "") -> str:
-    """A whole page: head with the packaged stylesheet and script, a nav, the body inside <main>."""
+def generation_footer(generation: int | None) -> str:
+    """A replica's footer: the generation the page was answered from (or that none is served yet)."""
+    said = f"generation {generation}" if generation is not None else "no generation yet"
+    return f'<footer class="generation"><p>Answered from published {said}.</p></footer>'
+
+
+def layout(title: str, body: str, signed_in: bool = False, current: str = "", footer: str = "") -> str:
+    """A whole page: head with the packaged stylesheet and script, a nav, the body inside <main>, then footer
+    (trusted HTML: a replica's generation line)."""
     links = [("/", "Search"), ("/sources", "Sources"), ("/stats", "Stats")]
     here = ' aria-current="page"'
     items = "".join(
@@ -122,6 +129,7 @@ def layout(title: str, body: str, signed_in: bool = False, current: str = "") ->
         '<form class="logout" method="post" action="/logout"><button type="submit">Sign out</button></form>'
         if signed_in else ""
     )
+    closing = f"{footer}\n" if footer else ""
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
@@ -132,7 +140,7 @@ def layout(title: str, body: str, signed_in: bool = False, current: str = "") ->
         '<script src="/static/page.js" defer></script>\n</head>\n<body>\n'
         '<a class="skip" href="#main">Skip to content</a>\n'
         f'<header><nav aria-label="Main"><ul>{items}</ul></nav>{logout}</header>\n'
-        f'<main id="main">\n{body}\n</main>\n</body>\n</html>\n'
+        f'<main id="main">\n{body}\n</main>\n{closing}</body>\n</html>\n'
     )
 
 

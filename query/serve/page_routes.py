@@ -94,8 +94,10 @@ class Site:
     """The page's handlers over one query service; `served` gates search and match exactly as on /v1."""
 
     def __init__(self, settings: Settings, served: tuple[str, ...], token: str | None = None,
-                 service: QueryService | None = None, sessions: Sessions | None = None) -> None:
+                 service: QueryService | None = None, sessions: Sessions | None = None,
+                 generation: Callable[[], int | None] | None = None) -> None:
         self.settings = settings
+        self.generation = generation  # a replica's answered_from: the footer names the generation read
         self.served = served
         self.token = token
         self.service = service or QueryService(settings)
@@ -118,10 +120,16 @@ class Site:
         return self.token is not None and self.sessions.valid(request.cookies.get(COOKIE))
 
     def _page(self, request: Request, title: str, body: str, code: int = 200, current: str = "") -> HTMLResponse:
-        return html(page.layout(title, body, self._signed_in(request), current), code)
+        footer = page.generation_footer(self.generation()) if self.generation is not None else ""
+        return html(page.layout(title, body, self._signed_in(request), current, footer), code)
+
+    def _begin(self) -> None:
+        if self.generation is not None:
+            self.generation()  # forget what an earlier request on this thread read
 
     def home(self, request: Request) -> Response:
         """The search form, and with ?q= the results of the chosen mode."""
+        self._begin()
         state, problem = form_state(request)
         form = page.search_form(state)
         if problem:
@@ -167,6 +175,7 @@ class Site:
 
     def show(self, request: Request) -> Response:
         """One section with links to its neighbours, or every section of a document path."""
+        self._begin()
         ref = shown_ref(request)
         try:
             answer = self.service.show(ShowRequest(ref, neighbours=True))
@@ -196,6 +205,7 @@ class Site:
 
     def _listing(self, request: Request, title: str, current: str, answer: Callable[[], dict[str, Any]],
                  render: Callable[[dict[str, Any]], str]) -> Response:
+        self._begin()
         try:
             data = answer()
         except KnowledgeError as exc:

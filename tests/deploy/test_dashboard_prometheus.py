@@ -167,7 +167,7 @@ def test_every_dashboard_panel_answers_from_a_real_prometheus(tmp_path: Path, cl
             for t in panel.get("targets", [])] for panel in dashboard_panels()}), encoding="utf-8")
         assert silent == [], f"queries without data: {silent}\n{json.dumps(values, indent=1)}"
         rules = prom.rules()  # deploy/alerts.yml, loaded through the config's rule_files, evaluates cleanly
-        assert len(rules) == 5 and all(r["health"] == "ok" for r in rules), rules
+        assert len(rules) == 7 and all(r["health"] == "ok" for r in rules), rules
         pending = {r["name"] for r in rules if r["state"] != "inactive"}
         # 2 of 8 searches degraded, most embedding requests were the poisoned batch's: pending (for: 10m);
         # the runs completed and the queues drained.

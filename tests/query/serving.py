@@ -14,10 +14,10 @@ STARTUP_S = 60.0
 
 @contextmanager
 def serving(knowledge: str, config: Path, port: int, cwd: Path, env: Mapping[str, str],
-            extra: tuple[str, ...] = ()) -> Iterator[str]:
+            extra: tuple[str, ...] = (), log_name: str = "serve.err") -> Iterator[str]:
     """Run `knowledge --config CONFIG serve --port PORT [EXTRA]` until the block ends; yield its base URL once
-    /healthz answers (stderr goes to cwd/serve.err, named in the failure when it never comes up)."""
-    log = cwd / "serve.err"
+    /healthz answers (stderr goes to cwd/LOG_NAME, named in the failure when it never comes up)."""
+    log = cwd / log_name
     with log.open("w") as err:
         proc = subprocess.Popen([knowledge, "--config", str(config), "serve", "--port", str(port), *extra], cwd=cwd,
                                 env=dict(env), stdout=subprocess.DEVNULL, stderr=err)

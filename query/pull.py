@@ -1,0 +1,353 @@
+"""Pulling generations over HTTP: `knowledge serve --snapshots DIR --pull-from URL`.
+
+Every poll interval the Puller asks the primary's `knowledge serve` for GET /v1/snapshots/latest. A
+generation newer than the newest one in DIR (and not refused before) is downloaded, streamed in
+chunks, into `DIR/.tmp-pull-gNNNNNN/knowledge.db`; a dropped connection resumes where the file ends
+(`Range: bytes=N-`) within ATTEMPTS attempts. The file's size and SHA-256 are checked against the
+manifest; only then is it made read-only, its directory renamed to `gNNNNNN` and the manifest written
+beside it last, the same layout and order `knowledge publish` uses, so the SnapshotIndex polling DIR
+(query/replica.py) verifies and swaps it in as if it had been published there. A download that does
+not verify is removed, counted, logged and never tried again (the next generation is taken as usual).
+The older generations beyond keep are pruned after an install. The bearer token is the replica's
+own (knowledge.expose.mcp.token_env), read from the environment; it is sent, never printed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from config.errors import ConfigError, KnowledgeError
+from config.instruments import OUTCOME, STAGE, instruments
+from pipeline import publish as snapshots
+from pipeline import schema
+from query.serve.snapshots_route import LATEST_ROUTE, file_path
+from query.terminal import name
+
+log = logging.getLogger("knowledge.pull")
+
+ATTEMPTS = 5  # connections per download: the first and up to four resumes
+TIMEOUT_S = 30.0
+RETRY_PAUSE_S = 0.5
+PULL_PREFIX = f"{snapshots.TEMP_PREFIX}pull-"
+TOKEN_SETTING = "knowledge.expose.mcp.token_env"
+FILE_ROUTE_SHOWN = file_path(0).replace("/0/", "/<N>/")
+
+
+class PullError(KnowledgeError):
+    """The primary could not be asked, or answered something a replica cannot use."""
+
+
+class PullRefused(PullError):
+    """A generation that failed verification (or cannot be read by this knowledge); not tried again."""
+
+
+def checked_url(url: str) -> str:
+    """The primary's base URL without a trailing slash; ConfigError naming --pull-from when it is unusable."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(f"--pull-from {url!r} is not an http(s) URL of a `knowledge serve`; give the primary's "
+                          "address, e.g. http://primary:8080")
+    return url.strip().rstrip("/")
+
+
+def manifest_from(data: object) -> snapshots.Manifest:
+    """A Manifest from the JSON the primary sent; PullError naming what is wrong."""
+    known = {f.name for f in fields(snapshots.Manifest)}
+    if not isinstance(data, dict):
+        raise PullError("the primary's manifest is not a JSON object")
+    try:
+        manifest = snapshots.Manifest(**{k: v for k, v in data.items() if k in known})
+    except TypeError as exc:
+        raise PullError(f"the primary's manifest lacks a field: {exc}") from exc
+    sha = manifest.sha256
+    if not (isinstance(manifest.generation, int) and manifest.generation > 0 and isinstance(manifest.bytes, int)
+            and manifest.bytes > 0 and isinstance(sha, str) and len(sha) == 64
+            and all(c in "0123456789abcdef" for c in sha)):
+        raise PullError(f"the primary's manifest is malformed (generation {manifest.generation!r}, bytes "
+                        f"{manifest.bytes!r}, sha256 {str(sha)[:70]!r})")
+    return manifest
+
+
+class Puller:
+    """Fetches newer generations from a primary into a directory of generations."""
+
+    def __init__(self, base_url: str, directory: Path, keep: int, token: str | None = None,
+                 attempts: int = ATTEMPTS, token_env: str | None = None) -> None:
+        self.base = checked_url(base_url)
+        self.directory = directory
+        self.keep = keep
+        self.attempts = attempts
+        self.token_env = token_env
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.Client(headers=headers, timeout=httpx.Timeout(TIMEOUT_S, connect=5.0))
+        self.refused: set[int] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._said = ""
+
+    def latest(self) -> snapshots.Manifest | None:
+        """The newest generation the primary offers (None while it has published none); PullError otherwise."""
+        url = self.base + LATEST_ROUTE
+        try:
+            reply = self.client.get(url)
+        except httpx.TransportError as exc:
+            raise PullError(f"cannot reach the primary at {self.base} ({_reason(exc)}); start its `knowledge serve` "
+                            "or fix --pull-from") from exc
+        data = _json_or_none(reply)
+        if reply.status_code == 404 and isinstance(data, dict) and data.get("status") == "not_found":
+            return None
+        if reply.status_code != 200 or not isinstance(data, dict):
+            raise PullError(self._http_problem(reply, LATEST_ROUTE))
+        return manifest_from(data.get("manifest"))
+
+    def pull(self) -> int | None:
+        """One look at the primary: download, verify and install a newer generation; the one installed, else None."""
+        try:
+            manifest = self.latest()
+        except PullError:
+            instruments().snapshot_pulls.add(1, {OUTCOME: "failed"})
+            raise
+        if manifest is None or manifest.generation in self.refused:
+            return None
+        have = snapshots.generations(self.directory)
+        if have and manifest.generation <= have[0]:
+            return None
+        try:
+            self._fetch(manifest)
+        except PullRefused:
+            self.refused.add(manifest.generation)
+            instruments().snapshot_refused.add(1, {STAGE: "pull"})
+            instruments().snapshot_pulls.add(1, {OUTCOME: "refused"})
+            raise
+        except PullError:
+            instruments().snapshot_pulls.add(1, {OUTCOME: "failed"})
+            raise
+        instruments().snapshot_pulls.add(1, {OUTCOME: "pulled"})
+        snapshots.prune(self.directory, self.keep)
+        return manifest.generation
+
+    def _fetch(self, manifest: snapshots.Manifest) -> None:
+        """Download a generation into its temporary directory, verify it, then install it (file, then manifest)."""
+        number = manifest.generation
+        if manifest.format_version != schema.FORMAT_VERSION:
+            raise PullRefused(f"generation {number} is format {manifest.format_version}, this knowledge reads "
+                              f"{schema.FORMAT_VERSION}: run the primary's version of knowledge on this replica")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        temp = self.directory / f"{PULL_PREFIX}g{number:06d}"
+        if temp.is_symlink():
+            raise PullError(f"{temp} is a symlink; refused: remove it")
+        temp.mkdir(mode=0o755, exist_ok=True)
+        part = temp / snapshots.DB_NAME
+        self._room_for(manifest, part)
+        try:
+            self._download(manifest, part)
+        except PullRefused:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        size = part.stat().st_size
+        digest = snapshots.sha256_file(part)
+        if size != manifest.bytes or digest != manifest.sha256:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise PullRefused(f"generation {number} from {self.base} does not match its manifest ({size} bytes, "
+                              f"sha256 {digest[:12]}; the manifest says {manifest.bytes} bytes, sha256 "
+                              f"{manifest.sha256[:12]}): tampered or damaged, not served")
+        self._install(manifest, temp)
+
+    def _room_for(self, manifest: snapshots.Manifest, part: Path) -> None:
+        have = part.stat().st_size if part.exists() else 0
+        free = shutil.disk_usage(self.directory).free
+        if manifest.bytes - have > free:
+            raise PullError(f"no space in {self.directory} for generation {manifest.generation} ({manifest.bytes} "
+                            f"bytes, {free} free); free some, or lower knowledge.publish.keep")
+
+    def _download(self, manifest: snapshots.Manifest, part: Path) -> None:
+        """Stream the file into part, resuming from its length after a dropped connection (bounded attempts)."""
+        url = self.base + file_path(manifest.generation)
+        problem = ""
+        for attempt in range(1, self.attempts + 1):
+            if self._stop.is_set():
+                raise PullError(f"stopped while downloading generation {manifest.generation}")
+            have = part.stat().st_size if part.exists() else 0
+            if have == manifest.bytes:
+                return
+            if have > manifest.bytes:
+                part.unlink()
+                have = 0
+            try:
+                if self._stream(url, part, have, manifest.bytes):
+                    return
+                problem = "the connection ended before the whole file came"
+            except httpx.TransportError as exc:
+                problem = _reason(exc)
+            if attempt < self.attempts:
+                self._stop.wait(RETRY_PAUSE_S * attempt)
+        raise PullError(f"gave up on generation {manifest.generation} from {self.base} after {self.attempts} "
+                        f"attempts ({problem}); the next poll starts again where the file ends")
+
+    def _stream(self, url: str, part: Path, have: int, total: int) -> bool:
+        """One request from byte `have` on, appended to part; whether the file is now whole."""
+        headers = {"Range": f"bytes={have}-"} if have else {}
+        with self.client.stream("GET", url, headers=headers) as reply:
+            if reply.status_code == 200:
+                have = 0  # the whole file came (no Range, or the server ignored it): start over
+            elif reply.status_code != 206 or not reply.headers.get("content-range", "").startswith(f"bytes {have}-"):
+                reply.read()
+                if reply.status_code == 206:
+                    part.unlink()  # a range from elsewhere: the next attempt starts the file again
+                raise PullError(self._file_problem(reply, url))
+            with open(part, "r+b" if have else "wb") as out:
+                out.seek(have)
+                out.truncate()
+                for block in reply.iter_bytes():  # as it arrives: a dropped connection keeps every byte read
+                    have += len(block)
+                    if have > total:
+                        raise PullRefused(f"{url} sent more than the {total} bytes its manifest names; not served")
+                    out.write(block)
+                    if self._stop.is_set():
+                        return False
+        return have == total
+
+    def _install(self, manifest: snapshots.Manifest, temp: Path) -> None:
+        """Read-only file, directory renamed to gNNNNNN, manifest written last (publish's order)."""
+        file = temp / snapshots.DB_NAME
+        os.chmod(file, 0o444)
+        _fsync(file)
+        final = snapshots.generation_dir(self.directory, manifest.generation)
+        if final.exists():  # a leftover without a manifest (a pull killed between the two renames)
+            for inner in final.iterdir():
+                os.chmod(inner, 0o644)
+            shutil.rmtree(final)
+        os.rename(temp, final)
+        snapshots.write_manifest(self.directory, manifest)
+        for leftover in self.directory.glob(f"{PULL_PREFIX}g*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def _file_problem(self, reply: httpx.Response, url: str) -> str:
+        data = _json_or_none(reply)
+        if reply.status_code == 404 and isinstance(data, dict) and data.get("status") == "not_found":
+            return (f"{url} is no longer on the primary (pruned by newer publishes while it downloaded); the next "
+                    "poll takes the newest")
+        if reply.status_code == 206:
+            return f"{url} answered a range that does not start where the partial file ended; starting it again"
+        return self._http_problem(reply, FILE_ROUTE_SHOWN)
+
+    def _http_problem(self, reply: httpx.Response, route: str) -> str:
+        code = reply.status_code
+        where = f"the primary at {self.base}"
+        if code == 401:
+            if self.token_env:
+                return (f"{where} refused the token in ${self.token_env} (401); set it to the primary's token "
+                        f"({TOKEN_SETTING})")
+            return f"{where} requires a bearer token (401); name the variable holding it in {TOKEN_SETTING}"
+        if code == 421:
+            host = urlsplit(self.base).hostname
+            return (f"{where} refused the Host header {host!r} (421); add it to the primary's "
+                    "knowledge.expose.mcp.allowed_hosts")
+        if code == 403:
+            return f"{where} refused the request (403): {_note(reply)}"
+        if code == 404:
+            return (f"{where} has no {route} (404): is it a `knowledge serve` of this version or newer? fix "
+                    "--pull-from")
+        return f"{where} answered {code} to {route}: {_note(reply)}"
+
+    def say(self, problem: str) -> None:
+        """Print a warning line once per distinct problem (a primary down for an hour is one line, not 1800)."""
+        if problem != self._said:
+            self._said = problem
+            shown = name(problem)  # notes come from the primary: no control sequences reach the terminal
+            log.warning("pull from %s: %s", name(self.base), shown)
+            print(f"knowledge: warning: {shown}; still serving what {name(str(self.directory))} holds",
+                  file=sys.stderr, flush=True)
+
+    def pull_once(self, installed: Callable[[int], object]) -> None:
+        """One pull, its problem said once; installed(generation) after a generation is in place."""
+        try:
+            number = self.pull()
+        except PullError as exc:
+            self.say(str(exc))
+            return
+        except OSError as exc:  # the directory unwritable, a disk error: said, tried again next poll
+            self.say(f"cannot write {self.directory}: {exc}")
+            return
+        if self._said and number is None:
+            self._said = ""
+        if number is not None:
+            self._said = ""
+            print(f"knowledge: pulled generation {number} from {self.base} into {self.directory}", file=sys.stderr,
+                  flush=True)
+            installed(number)
+
+    def start(self, interval: float, installed: Callable[[int], object]) -> None:
+        """Pull every interval seconds in a daemon thread until close(); installed() after each new generation."""
+        instruments().snapshot_refused.add(0, {STAGE: "pull"})  # every series at 0 first: increase() sees the first
+        for outcome in ("pulled", "failed", "refused"):
+            instruments().snapshot_pulls.add(0, {OUTCOME: outcome})
+        def run() -> None:
+            self.pull_once(installed)
+            while not self._stop.wait(interval):
+                self.pull_once(installed)
+
+        self._thread = threading.Thread(target=run, name="knowledge-pull", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop pulling (a download in progress stops at its next chunk) and close the connection pool."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=TIMEOUT_S)
+        self.client.close()
+
+
+def startup_check(puller: Puller) -> str:
+    """Ask the primary once at start: raise ConfigError for what only the operator can fix (token, Host, URL);
+    a primary not answering yet is a warning (returned), pulled from later."""
+    try:
+        puller.latest()
+    except PullError as exc:
+        text = str(exc)
+        if "(401)" in text or "(421)" in text or "(403)" in text or "(404)" in text:
+            raise ConfigError(text) from exc
+        return text
+    return ""
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError) and "refused" in text.lower():
+        return "connection refused"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out after {TIMEOUT_S:.0f} s"
+    return text[:200]
+
+
+def _json_or_none(reply: httpx.Response) -> Any:
+    try:
+        return reply.json()
+    except ValueError:
+        return None
+
+
+def _note(reply: httpx.Response) -> str:
+    data = _json_or_none(reply)
+    if isinstance(data, dict) and isinstance(data.get("note"), str):
+        return str(data["note"])[:300]
+    return reply.reason_phrase or "no explanation"
