@@ -68,7 +68,13 @@ class SourcesListing:
         where, args = Filter.of(request.path).condition(conn)
         with db.translating_damage(settings.db_path):
             self.total = int(conn.execute(f"SELECT count(*) FROM documents WHERE {where}", args).fetchone()[0])
+        self._reader, self._where, self._args = reader, where, args
         self._rows = reader.iter_sources(where, args, self.limit, self.offset)
+
+    def _counted(self, rows: Iterator[str]) -> Iterator[str]:
+        for row in rows:
+            self.returned += 1
+            yield row
 
     def documents(self) -> Iterator[dict[str, Any]]:
         """The page's documents in path order, each with its mapped citation (null where no rule applies)."""
@@ -101,8 +107,10 @@ class SourcesListing:
         """The `sources --json` document in pieces, the first before any row is read (the shape of to_json)."""
         head = {"status": Status.OK, "store": self.store, "total": self.total, "offset": self.offset}
         yield json.dumps(head, ensure_ascii=False)[:-1] + ', "documents": ['
-        for n, row in enumerate(self.documents()):
-            yield ("\n  " if n == 0 else ",\n  ") + json.dumps(row, ensure_ascii=False)
+        rows = (json.dumps(row, ensure_ascii=False) for row in self.documents()) if self.mapper is not None else (
+            self._counted(self._reader.iter_sources_json(self._where, self._args, self.limit, self.offset)))
+        for n, row in enumerate(rows):
+            yield ("\n  " if n == 0 else ",\n  ") + row
         tail = {"returned": self.returned, "next_offset": self.next_offset, "note": self.note}
         yield ("\n" if self.returned else "") + "], " + json.dumps(tail, ensure_ascii=False)[1:] + "\n"
 

@@ -282,6 +282,19 @@ class Reader:
                     yield {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s,
                            "fields": json.loads(f) if f else {}}
 
+    def iter_sources_json(self, where: str = "1", args: Sequence[object] = (), limit: int | None = None,
+                          offset: int = 0) -> Iterator[str]:
+        """iter_sources' documents as JSON text, each built by SQLite (`mapped` null): a listing of 100,000
+        documents is then written without a Python object per field."""
+        with db.translating_damage(self.settings.db_path):
+            rows = self.conn.execute(
+                "SELECT json_object('path', path, 'title', title, 'chunks', chunk_count, 'indexed_at', indexed_at,"
+                " 'root', root, 'size', size, 'fields', json(coalesce(fields, '{}')), 'mapped', NULL) FROM documents"
+                f" WHERE {where} ORDER BY path LIMIT ? OFFSET ?", (*args, -1 if limit is None else limit, offset))
+            while batch := rows.fetchmany(SOURCE_BATCH):
+                for (row,) in batch:
+                    yield str(row)
+
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the index."""
         with db.translating_damage(self.settings.db_path):

@@ -150,7 +150,8 @@ class QueryService:
 
     def words(self, request: WordsRequest) -> WordsAnswer:
         """The vocabulary words matching the pattern, narrowed and counted as asked."""
-        narrowing = Narrowing(request.min_docs, request.max_docs, request.in_field, request.sort, request.limit)
+        narrowing = Narrowing(request.min_docs, request.max_docs, request.in_field, request.sort, request.limit,
+                              request.offset, tuple(request.path or ()))
         with self.index.reader() as reader:
             return list_words(self.settings, request.pattern, request.counts, reader, narrowing)
 
