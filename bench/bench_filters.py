@@ -10,7 +10,9 @@ allows everything); `dir5`, the directory holding closest to 5% of the documents
 subtree); `glob5`, that directory as a `**` glob; `name5`, a bare-name glob (`b*`) matching about 5%
 of the documents spread across the whole tree (the rows of the span checked one by one). Each query
 (running text from bench/lib/samples.py) is asked without a filter and with each filter, in an order
-that rotates query by query, over one keep-alive connection. With --baseline REF a second server
+that rotates query by query, over one keep-alive connection. A server keeps a filter's documents for as long
+as the store is unchanged, so `dir5_cold` and `name5_cold` add a path no document has, new each query:
+the same documents, computed afresh every time (a filter's first query). With --baseline REF a second server
 runs that commit's code over the same store, and its requests are interleaved with this tree's, so
 before and after come from the same minutes of the same machine. Prints JSON and a markdown table
 for bench/RESULTS.md: p50/p95 per variant and each filter's p50 as a ratio to the same server's
@@ -86,9 +88,10 @@ def serve(store: Path, workdir: Path, tree: Path | None) -> tuple[subprocess.Pop
     raise RuntimeError(f"knowledge serve did not start; see {workdir / 'serve.err'}")
 
 
-def ask(client: httpx.Client, query: str, path: str | None) -> tuple[float, int]:
+def ask(client: httpx.Client, query: str, paths: list[str]) -> tuple[float, int]:
     """Seconds for GET /v1/search (read to its end) and the number of hits."""
-    params = {"q": query, "top_k": "10", **({"path": path} if path else {})}
+    params: list[tuple[str, str | int | float | bool | None]] = [("q", query), ("top_k", "10")]
+    params += [("path", p) for p in paths]
     start = time.perf_counter()
     response = client.get("/v1/search", params=params)
     body = response.read()
@@ -98,9 +101,20 @@ def ask(client: httpx.Client, query: str, path: str | None) -> tuple[float, int]
     return elapsed, len(data["results"])
 
 
+def _paths(filters: dict[str, str], name: str, i: int) -> list[str]:
+    """The path parameters of a variant: a `_cold` one adds a path no document has, new each query, so the
+    server cannot answer the filter from what it kept (the same documents, computed afresh)."""
+    if name == "none":
+        return []
+    if name.endswith("_cold"):
+        return [filters[name.removesuffix("_cold")], f"no-such-directory-{i}"]
+    return [filters[name]]
+
+
 def measure(servers: dict[str, str], filters: dict[str, str], queries: list[str], warmup: int) -> dict[str, Any]:
     """Every (server, filter) variant per query, the order rotating query by query."""
-    variants = [(s, f) for s in servers for f in ("none", *filters)]
+    names = ("none", *filters, *(f"{f}_cold" for f in ("dir5", "name5")))
+    variants = [(s, f) for s in servers for f in names]
     times: dict[tuple[str, str], list[float]] = {v: [] for v in variants}
     hits: dict[tuple[str, str], int] = dict.fromkeys(variants, 0)
     clients = {s: httpx.Client(base_url=url, timeout=120) for s, url in servers.items()}
@@ -108,7 +122,7 @@ def measure(servers: dict[str, str], filters: dict[str, str], queries: list[str]
         for i, query in enumerate(queries[:warmup] + queries):
             turn = i % len(variants)
             for server, name in variants[turn:] + variants[:turn]:
-                elapsed, found = ask(clients[server], query, filters.get(name))
+                elapsed, found = ask(clients[server], query, _paths(filters, name, i))
                 if i >= warmup:
                     times[(server, name)].append(elapsed)
                     hits[(server, name)] += found
@@ -132,7 +146,7 @@ def markdown(result: dict[str, Any]) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for key, row in result["variants"].items():
         server, name = key.split(":")
-        path = result["filters"].get(name, "")
+        path = result["filters"].get(name.removesuffix("_cold"), "") + (" + a new path" if "_cold" in name else "")
         lines.append(f"| {server} | {name} | `{path}` | {row['p50_ms']} | {row['p95_ms']} | {row['ratio_p50']}x "
                      f"| {row['mean_hits']} |")
     return "\n".join(lines)
