@@ -10,10 +10,11 @@ rotating order: `knowledge stats` (the process start and a store open, the floor
 `knowledge sources --limit 50`, `knowledge sources --json`, `knowledge sources --path DIR` (one
 directory), `knowledge words '^zeta'` and `knowledge words --limit 50`; with --baseline REF the same
 commands of that commit's code too (a command the baseline does not take is skipped for it). Each
-is timed from its start to its first line of output and to its end (stdout read through a pipe).
+is timed from its start to its first line of output and to its end (stdout read through a pipe), in
+wall time and in the CPU time of the process (/proc at the first line, rusage at the end: what a
+loaded machine does not stretch).
 `check` is run once on a pseudo-terminal to record that its progress shows. Prints JSON and a
-markdown table for bench/RESULTS.md: medians in ms, and each command's first-line time as a ratio
-to `stats`.
+markdown table for bench/RESULTS.md: medians in ms.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from bench.lib.checkout import baseline_tree, tree_python
 from bench.lib.machine import machine
 from bench.lib.paths import KNOWLEDGE, OUT
 from bench.lib.processes import clean_env
+from bench.lib.procfs import cpu_seconds
 
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "omicron")
 
@@ -62,19 +64,24 @@ def store(out: Path, files: int, seed: int) -> Path:
     return base
 
 
-def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
-    """(seconds to the first line of stdout, seconds to the end, bytes of stdout) of one process."""
+def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int, float, float]:
+    """(seconds to the first line of stdout, seconds to the end, bytes of stdout, CPU seconds the process had used
+    when its first line arrived, CPU seconds in all) of one process. CPU time is what a loaded machine does not
+    stretch: the process's own work, not its wait for a core."""
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-    assert proc.stdout is not None
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
+    first_cpu = cpu_seconds(proc.pid)
     to_first = time.perf_counter() - started
     rest = proc.stdout.read()
-    code = proc.wait(timeout=600)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     elapsed = time.perf_counter() - started
-    if code != 0:
-        raise RuntimeError(f"{command} exited {code}")
-    return to_first, elapsed, len(first) + len(rest)
+    if proc.returncode != 0:
+        raise RuntimeError(f"exit {proc.returncode}: {err.decode(errors='replace').strip().splitlines()[-1:]}")
+    return to_first, elapsed, len(first) + len(rest), first_cpu, usage.ru_utime + usage.ru_stime
 
 
 def commands(directory: str) -> dict[str, list[str]]:
@@ -97,8 +104,8 @@ def run(base: Path, rounds: int, baseline: Path | None, out: Path) -> dict[str, 
         prefix, env = tree_python(baseline, "-c", "import cli; cli.run()")
         codes["base"] = (prefix, env)
     variants = [(code, name) for code in codes for name in commands(directory)]
-    samples: dict[tuple[str, str], list[tuple[float, float, int]]] = {v: [] for v in variants}
-    skipped: set[tuple[str, str]] = set()
+    samples: dict[tuple[str, str], list[tuple[float, float, int, float, float]]] = {v: [] for v in variants}
+    skipped: dict[tuple[str, str], str] = {}
     for r in range(rounds):
         turn = r % len(variants)
         for code, name in variants[turn:] + variants[:turn]:
@@ -108,21 +115,24 @@ def run(base: Path, rounds: int, baseline: Path | None, out: Path) -> dict[str, 
             try:
                 samples[(code, name)].append(
                     timed([*prefix, "--store-dir", str(base), *commands(directory)[name]], env, out))
-            except RuntimeError:
-                skipped.add((code, name))  # the baseline has no such option
+            except RuntimeError as exc:  # the baseline has no such option, or gave up
+                skipped[(code, name)] = str(exc)
     result: dict[str, Any] = {}
     for code, name in variants:
         got = samples[(code, name)]
         if not got:
+            result[f"{code}:{name}"] = {"failed": skipped.get((code, name), "")}
             continue
         result[f"{code}:{name}"] = {
             "first_line_ms": round(statistics.median(s[0] for s in got) * 1000, 1),
             "end_ms": round(statistics.median(s[1] for s in got) * 1000, 1),
+            "first_line_cpu_ms": round(statistics.median(s[3] for s in got) * 1000, 1),
+            "cpu_ms": round(statistics.median(s[4] for s in got) * 1000, 1),
             "bytes": got[0][2], "n": len(got)}
     for key, row in result.items():
-        floor = result.get(key.split(":")[0] + ":stats")
-        if floor:
-            row["first_line_vs_stats"] = round(row["first_line_ms"] / floor["end_ms"], 2)
+        floor = result.get(key.split(":")[0] + ":stats", {})
+        if "cpu_ms" in floor and "cpu_ms" in row:
+            row["first_line_cpu_vs_stats"] = round(row["first_line_cpu_ms"] / floor["cpu_ms"], 2)
     return result
 
 
@@ -153,12 +163,15 @@ def check_on_terminal(base: Path) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     """The figures as a bench/RESULTS.md table."""
-    lines = ["| code | command | first line ms | end ms | bytes | first line / stats end |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| code | command | first line: CPU ms | all: CPU ms | first line: wall ms | all: wall ms | bytes |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for key, row in result.items():
         code, name = key.split(":", 1)
-        lines.append(f"| {code} | `{name}` | {row['first_line_ms']} | {row['end_ms']} | {row['bytes']:,} "
-                     f"| {row.get('first_line_vs_stats', '')} |")
+        if "failed" in row:
+            lines.append(f"| {code} | `{name}` | failed: {row['failed']} | | | | |")
+            continue
+        lines.append(f"| {code} | `{name}` | {row['first_line_cpu_ms']} | {row['cpu_ms']} | {row['first_line_ms']} "
+                     f"| {row['end_ms']} | {row['bytes']:,} |")
     return "\n".join(lines)
 
 

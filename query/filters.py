@@ -9,6 +9,12 @@ them (pipeline/globs.py: `*` within one name, `**` across directories, a glob wi
 matches a name at any depth); without one it names a file or a directory and everything beneath.
 `where` compares a front-matter field (pipeline/front_matter.py) with a value: equal text, and a
 list field matches when one of its items equals the value.
+
+The allowed documents are read from indexes (Filter.condition: the path and root indexes, the
+primary key of document_fields), and handed to the tiers as Allowed: the span of the allowed chunk
+ids, which FTS5 takes as a rowid range before it scores anything, plus a per-row check only where
+the span holds other documents' chunks. A filter allowing every document is no filter at all (the
+unfiltered path, at its cost). docs/filters.md gives the figures.
 """
 
 from __future__ import annotations
