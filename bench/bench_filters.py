@@ -7,8 +7,8 @@ Serves a store with `knowledge serve` (a generated corpus from bench/lib/corpus.
 about --chunks chunks, or an existing store's base directory with --store). The filters are chosen
 from the store's own paths: `all`, the deepest directory holding every document (a filter that
 allows everything); `dir5`, the directory holding closest to 5% of the documents (a contiguous
-subtree); `glob5`, that directory as a `**` glob; `name5`, a bare-name glob (`b*`) matching about 5%
-of the documents spread across the whole tree (the rows of the span checked one by one). Each query
+subtree); `glob5`, that directory as a `**` glob; `name5`, a bare-name glob (`b*`, `*ou*`) matching
+closest to 5% of the documents, spread across the whole tree (the rows of the span checked one by one). Each query
 (running text from bench/lib/samples.py) is asked without a filter and with each filter, in an order
 that rotates query by query, over one keep-alive connection. A server keeps a filter's documents for as long
 as the store is unchanged, so `dir5_cold` and `name5_cold` add a path no document has, new each query:
@@ -56,9 +56,12 @@ def choose_filters(settings: Any) -> dict[str, str]:
             directories["/".join(parts[:depth])] += 1
     everything = max((d for d, n in directories.items() if n == total), key=len, default="")
     five = min(directories, key=lambda d: (abs(directories[d] - total / 20), -len(d)))
-    letters = Counter(p.rsplit("/", 1)[-1][:1].lower() for p in paths)
-    letter = min(letters, key=lambda c: abs(letters[c] - total / 20))
-    return {"all": everything or "/", "dir5": five, "glob5": f"{five}/**", "name5": f"{letter}*"}
+    names = [p.rsplit("/", 1)[-1] for p in paths]
+    globs: Counter[str] = Counter()
+    for name in names:  # bare-name globs: a name's first 1-3 characters, or two characters anywhere in it
+        globs.update({f"{name[:n]}*" for n in (1, 2, 3)} | {f"*{name[i:i + 2]}*" for i in range(len(name) - 1)})
+    spread = min((g for g in globs if "/" not in g), key=lambda g: (abs(globs[g] - total / 20), g))
+    return {"all": everything or "/", "dir5": five, "glob5": f"{five}/**", "name5": spread}
 
 
 def serve(store: Path, workdir: Path, tree: Path | None) -> tuple[subprocess.Popen[bytes], str]:

@@ -200,6 +200,9 @@ def _path_condition(conn: Connection, given: str) -> tuple[str, list[object]]:
     """The WHERE clause over documents of one path filter (a directory or file, or a glob), and its arguments."""
     if any(c in given for c in _GLOB_CHARS):
         matches = _path_matcher(given)
+        if "/" not in given.strip("/"):  # a bare name matches the last name at any depth: match only that name
+            whole = matches
+            matches = lambda path: whole(path.rsplit("/", 1)[-1])  # noqa: E731 - one line, named by its use
         prefix = _literal_directories(given)
         span, args = _prefix_range(prefix) if prefix else ("1", [])
         rows = conn.execute(f"SELECT id, path FROM documents WHERE {span}", args)
