@@ -172,6 +172,8 @@ def sources_command(obj: Context, limit: int | None, offset: int, paths: tuple[s
     service = QueryService(settings)
     with service.sources_listing(SourcesRequest(limit, offset, list(paths) or None)) as listing:
         if listing is None:
+            if as_json:  # the answer still goes to stdout, as every read command's does
+                echo_json({"status": Status.INDEX_NOT_BUILT, "note": not_built_note(settings)})
             raise IndexNotBuilt(not_built_note(settings))
         if as_json:
             stream(listing.json_text())

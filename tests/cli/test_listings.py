@@ -84,6 +84,11 @@ def test_sources_path_is_a_literal_prefix_or_a_glob(tree: Path, run_cli: RunCli)
     assert page["total"] == 3 and page["next_offset"] is None
 
 
+def test_sources_before_any_index_answers_not_built_on_stdout_and_exits_1(workdir: Path, run_cli: RunCli) -> None:
+    code, out, err = run_cli("sources", "--json", "--limit", "5")
+    assert code == 1 and json.loads(out)["status"] == "index_not_built" and "knowledge index" in err
+
+
 def test_sources_matching_nothing_says_so(tree: Path, run_cli: RunCli) -> None:
     nothing = _sources(run_cli, "--path", "nowhere")
     assert (nothing["total"], nothing["documents"], nothing["next_offset"]) == (0, [], None)
