@@ -184,13 +184,14 @@ def _strings(value: Sequence[str] | str | None) -> tuple[str, ...]:
     return tuple(v for v in value if v)
 
 
-def _path_matcher(given: str) -> PathMatcher:
+def _path_matcher(given: str, whole: bool = True) -> PathMatcher:
+    """The test of one path filter on a stored path; whole=False lets a bare glob read only the last name."""
     if any(c in given for c in _GLOB_CHARS):
         try:
             glob = Glob.compile(given)
         except GlobError as exc:
             raise QueryError(f"path filter {given[:60]!r}: {exc}") from None
-        return glob.matches
+        return glob.matches if whole or not glob.bare else glob.matches_last_name
     directory = given.rstrip("/") or "/"
     return lambda path: under(path, directory)
 
@@ -199,10 +200,7 @@ def _path_matcher(given: str) -> PathMatcher:
 def _path_condition(conn: Connection, given: str) -> tuple[str, list[object]]:
     """The WHERE clause over documents of one path filter (a directory or file, or a glob), and its arguments."""
     if any(c in given for c in _GLOB_CHARS):
-        matches = _path_matcher(given)
-        if "/" not in given.strip("/"):  # a bare name matches the last name at any depth: match only that name
-            whole = matches
-            matches = lambda path: whole(path.rsplit("/", 1)[-1])  # noqa: E731 - one line, named by its use
+        matches = _path_matcher(given, whole=False)
         prefix = _literal_directories(given)
         span, args = _prefix_range(prefix) if prefix else ("1", [])
         rows = conn.execute(f"SELECT id, path FROM documents WHERE {span}", args)

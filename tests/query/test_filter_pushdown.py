@@ -59,6 +59,7 @@ def _documents(reader: Reader, keep: Callable[[str], bool]) -> set[int]:
     (["docs/api"], lambda p: under(p, "docs/api")),
     (["docs/ops/**"], Glob.compile("docs/ops/**").matches),
     (["page-0*"], Glob.compile("page-0*").matches),
+    (["?age-1*.md", "w-?.*"], lambda p: Glob.compile("?age-1*.md").matches(p) or Glob.compile("w-?.*").matches(p)),
     (["docs/api", "docs/whole/w-1.md"], lambda p: under(p, "docs/api") or p == "docs/whole/w-1.md"),
 ])
 def test_a_path_filtered_ranking_is_the_full_ranking_restricted_to_the_allowed_documents(
