@@ -67,15 +67,18 @@ def writer_command(obj: Context) -> None:
 
 @cli.command("runs")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="Runs to list.")
+@click.option("--offset", type=click.IntRange(0), default=0, help="Runs to skip first, newest first.")
+@click.option("--path", "paths", multiple=True, metavar="PREFIX",
+              help="Only the runs that walked this path (a root at, beneath or above it); repeat for any of several.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
-def runs_command(obj: Context, limit: int, as_json: bool) -> None:
-    """List this store's recent index runs with their state and counters."""
+def runs_command(obj: Context, limit: int, offset: int, paths: tuple[str, ...], as_json: bool) -> None:
+    """List this store's recent index runs with their state and counters, newest first."""
     settings = obj.settings
     require_broker(settings, "runs")
     from workers.distributed import recent_runs
 
-    runs, holder, alive = recent_runs(settings, limit)
+    runs, holder, alive = recent_runs(settings, limit, offset, paths)
     rows = [run_row(s, holder) for s in runs]
     if as_json:
         echo_json(rows)
@@ -83,7 +86,9 @@ def runs_command(obj: Context, limit: int, as_json: bool) -> None:
     click.echo(f"processes: {len(alive['worker'])} worker, {len(alive['writer'])} writer"
                + (f" ({', '.join(alive['worker'] + alive['writer'])})" if alive["worker"] or alive["writer"] else ""))
     if not rows:
-        click.echo("no runs recorded for this store (the broker keeps them for 7 days)")
+        asked = "".join((f" that walked {', '.join(clean(p) for p in paths)}" if paths else "",
+                         f" past the newest {offset}" if offset else ""))
+        click.echo(f"no runs recorded for this store{asked} (the broker keeps them for 7 days)")
         return
     for row in rows:
         flag = " (holds the run lock)" if row["holds_lock"] else ""

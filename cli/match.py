@@ -176,10 +176,14 @@ cli.add_command(match_command, "which")
 @click.option("--sort", type=click.Choice(vocab.WORD_SORTS), default="word", show_default=True,
               help="Alphabetical, or most documents first.")
 @mirrored("--limit", WordsRequest, "limit")
+@mirrored("--offset", WordsRequest, "offset")
+@click.option("--path", "paths", multiple=True, metavar="PREFIX|GLOB",
+              help="Only the words of the documents under this path prefix or matching this glob; repeat for any "
+                   "of several (counts stay those of the whole index).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every word with its stem and document counts).")
 @pass_context
 def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_docs: int | None, field: str | None,
-                  sort: str, limit: int | None, as_json: bool) -> None:
+                  sort: str, limit: int | None, offset: int, paths: tuple[str, ...], as_json: bool) -> None:
     """List the words the documents contain; PATTERN (a regular expression) narrows the list.
 
     A short list shows each word's stem and how many documents hold it as written and in any form
@@ -187,7 +191,8 @@ def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_d
     """
     settings = prologue(obj, as_json)
     result = QueryService(settings).words(
-        WordsRequest(pattern, True if as_json else None, min_docs, max_docs, field, sort, limit))
+        WordsRequest(pattern, True if as_json else None, min_docs, max_docs, field, sort, limit, offset,
+                     list(paths) or None))
     if result.status == Status.PATTERN_INVALID:
         raise UsageError(result.note or "invalid pattern")
     if as_json:
@@ -208,7 +213,10 @@ def words_command(obj: Context, pattern: str | None, min_docs: int | None, max_d
     columns(
         [clean(w.word) for w in result.words], shutil.get_terminal_size((100, 24)).columns
     )
-    click.echo(f"{len(result.words)} words")
+    shown = f"{len(result.words)} words"
+    if len(result.words) < result.matched:
+        shown += f" ({result.offset + 1}-{result.offset + len(result.words)} of {result.matched})"
+    click.echo(shown)
 
 
 def columns(items: list[str], width: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
@@ -23,10 +23,10 @@ from config.errors import IndexNotBuilt, KnowledgeError, QueryError
 from config.observability import configure_metrics, configure_tracing
 from config.settings import Settings
 from query.highlight import styled
-from query.listing import SourcesAnswer, StatsAnswer
+from query.listing import SourcesListing, StatsAnswer
 from query.rank.parsed import parse_query
-from query.reader import Hit
-from query.requests import MAX_AROUND, ReadRequest, SearchRequest, ShowRequest
+from query.reader import Hit, not_built_note
+from query.requests import LISTING_PATH_HELP, MAX_AROUND, ReadRequest, SearchRequest, ShowRequest, SourcesRequest
 from query.service import QueryService
 from query.status import Status
 from query.terminal import clean, one_line, preview
@@ -160,21 +160,57 @@ def _show_around(settings: Settings, citation: str, before: int, after: int, exp
 
 
 @cli.command("sources")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@mirrored("--limit", SourcesRequest, "limit")
+@mirrored("--offset", SourcesRequest, "offset")
+@click.option("--path", "paths", multiple=True, metavar="PREFIX|GLOB", help=LISTING_PATH_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (streamed as read).")
 @pass_context
-def sources_command(obj: Context, as_json: bool) -> None:
-    """List the indexed documents."""
-    answer = _listing(obj, as_json, QueryService.sources)
-    if answer is None:
-        return
-    rows = answer["documents"]
-    if not rows:
-        click.echo("no documents indexed")
-        return
+def sources_command(obj: Context, limit: int | None, offset: int, paths: tuple[str, ...], as_json: bool) -> None:
+    """List the indexed documents in path order, a line each as they are read (a table for a page of at most
+    100); --path, --offset and --limit page through a large tree."""
+    settings = prologue(obj, as_json)
+    service = QueryService(settings)
+    with service.sources_listing(SourcesRequest(limit, offset, list(paths) or None)) as listing:
+        if listing is None:
+            if as_json:  # the answer still goes to stdout, as every read command's does
+                echo_json({"status": Status.INDEX_NOT_BUILT, "note": not_built_note(settings)})
+            raise IndexNotBuilt(not_built_note(settings))
+        if as_json:
+            stream(listing.json_text())
+            return
+        if listing.total == 0 or listing.offset >= listing.total:
+            where = f" under {', '.join(clean(p) for p in paths)}" if paths else ""
+            click.echo(f"no documents indexed{where}" if listing.total == 0
+                       else f"no documents past offset {listing.offset} ({listing.total:,} in all{where})")
+            return
+        shown = listing.total - listing.offset if limit is None else min(limit, listing.total - listing.offset)
+        if shown <= TABLE_ROWS:
+            _sources_table(listing)
+        else:
+            stream(_source_line(row) for row in listing.documents())
+        first = listing.offset + 1
+        more = f"; the next page: --offset {listing.next_offset}" if listing.next_offset is not None else ""
+        click.echo(f"\n{first:,}-{first + listing.returned - 1:,} of {listing.total:,} documents{more}")
+        if listing.note:
+            click.echo(clean(listing.note))
+
+
+TABLE_ROWS = 100  # a listing of at most this many rows is a table, a longer one a line per row as read
+
+
+def _source_line(row: dict[str, Any]) -> str:
+    """One document as a streamed line: time of indexing, chunks, path (last, for cut and awk), mapped citation."""
+    mapped = f"  -> {clean(row['mapped'])}" if row["mapped"] else ""
+    return f"{row['indexed_at']}  {row['chunks']:>6}  {clean(row['path'])}{mapped}\n"
+
+
+def _sources_table(listing: SourcesListing) -> None:
+    """A page of documents as a table (columns sized to the page)."""
     from rich.console import Console
     from rich.table import Table
 
-    mapped = any(r["mapped"] is not None for r in rows) or answer["note"] is not None
+    rows = list(listing.documents())
+    mapped = listing.mapper is not None
     table = Table()
     for column in ("Path", "Chunks", "Last Indexed") + (("Mapped",) if mapped else ()):
         table.add_column(column)
@@ -184,8 +220,17 @@ def sources_command(obj: Context, as_json: bool) -> None:
             cells.append(clean(row["mapped"] or ""))
         table.add_row(*cells)
     Console(soft_wrap=False, width=max(120, Console().width)).print(table)
-    if answer["note"]:
-        click.echo(f"\n{clean(answer['note'])}")
+
+
+def stream(pieces: Iterable[str]) -> None:
+    """Write pieces of output to stdout as they come: the first flushed at once (a pipe is block-buffered),
+    the rest in the stream's buffer, flushed at the end."""
+    out = sys.stdout
+    for n, piece in enumerate(pieces):
+        out.write(piece)
+        if n == 0:
+            out.flush()
+    out.flush()
 
 
 @cli.command("stats")
@@ -201,7 +246,7 @@ def stats_command(obj: Context, as_json: bool) -> None:
             click.echo(f"{key:>15}: {value}")
 
 
-def _listing(obj: Context, as_json: bool, answer: Callable[[QueryService], SourcesAnswer | StatsAnswer],
+def _listing(obj: Context, as_json: bool, answer: Callable[[QueryService], StatsAnswer],
              ) -> dict[str, Any] | None:
     """The answer of a listing command; printed as JSON (and None returned) with --json."""
     settings = prologue(obj, as_json)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 
@@ -13,6 +16,7 @@ from pipeline.integrity import (
     READ_ONLY,
     REBUILD,
     RESET,
+    Progress,
     Report,
     check_store,
     way_forward,
@@ -35,6 +39,26 @@ def _print_report(report: Report) -> None:
             click.echo(f"  the way forward: {way_forward(repair)}")
 
 
+@contextmanager
+def terminal_progress(command: str) -> Iterator[Progress | None]:
+    """On a terminal's stderr, one line rewritten as each step starts (`check: 4/6 fts ...`, with the time since
+    the start) and erased at the end; None when stderr is not a terminal (a pipe, a file, a test)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    began = time.monotonic()
+
+    def show(step: str, number: int, steps: int) -> None:
+        sys.stderr.write(f"\r\x1b[K{command}: {number}/{steps} {step} ... ({time.monotonic() - began:.1f} s)")
+        sys.stderr.flush()
+
+    try:
+        yield show
+    finally:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+
 def _exit(report: Report) -> None:
     """1 for damage or a store that cannot be fully checked where it is (read-only); 75 while a run holds the lock."""
     if report.damaged or (not report.complete and report.blocked == READ_ONLY):
@@ -55,7 +79,8 @@ def check_command(obj: Context, full: bool, as_json: bool) -> None:
     75 when a run held the write lock so the FTS cross-check could not run.
     """
     settings = prologue(obj, as_json)
-    report = check_store(settings.db_path, full)
+    with terminal_progress("check") as progress:
+        report = check_store(settings.db_path, full, progress)
     if as_json:
         echo_json(report.to_json())
     else:

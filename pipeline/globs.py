@@ -112,6 +112,16 @@ class Glob:
                 steps.append(_Name.of(part))
         return cls(glob, tuple(steps), glob.endswith("/"))
 
+    @property
+    def bare(self) -> bool:
+        """Whether the glob is one name matched at any depth (written without a slash: `*.md`)."""
+        return len(self.steps) == 2 and self.steps[0] is _ANY and self.steps[1] is not _ANY
+
+    def matches_last_name(self, path: str) -> bool:
+        """For a bare glob, what matches(path) answers, from the path's last name alone (a third of the work)."""
+        step = self.steps[-1]
+        return step is not None and step.matches(path.rsplit("/", 1)[-1])
+
     def matches(self, path: str) -> bool:
         """Whether the whole path (names split on `/`) matches."""
         steps = self.steps

@@ -156,11 +156,14 @@ def preflight(conn: Connection, where: object) -> None:
 # -- check ------------------------------------------------------------------------------------------
 
 
-def check_store(db_path: Path, full: bool = False) -> Report:
+Progress = Callable[[str, int, int], None]  # (the step starting, its number from 1, the number of steps)
+
+
+def check_store(db_path: Path, full: bool = False, progress: Progress | None = None) -> Report:
     """Check the store at db_path; raise IndexNotBuilt when there is none. Never raises for damage.
 
     Takes the write lock when it is free, for the FTS cross-check; without it those steps are
-    reported as not run.
+    reported as not run. progress is told each step as it starts.
     """
     if not db_path.is_file() and not db_path.is_symlink():
         raise IndexNotBuilt.at(db_path)
@@ -174,7 +177,7 @@ def check_store(db_path: Path, full: bool = False) -> Report:
         blocked = BUSY
     try:
         with _connection(db_path, blocked is None) as conn:
-            return check(conn, db_path, full, writable=blocked is None, blocked=blocked)
+            return check(conn, db_path, full, writable=blocked is None, blocked=blocked, progress=progress)
     except StoreDamaged as exc:
         report = Report(db_path, full)
         report._step("file", [Finding("file", str(db_path), f"does not open: {exc.__cause__ or exc}", RESET)], "")
@@ -193,8 +196,9 @@ def _connection(db_path: Path, writable: bool) -> Iterator[Connection]:
 
 
 def check(conn: Connection, db_path: Path, full: bool = False, writable: bool = False,
-          blocked: str | None = None) -> Report:
-    """Run every check on an open connection (writable: the FTS cross-check runs too; blocked: why it cannot)."""
+          blocked: str | None = None, progress: Progress | None = None) -> Report:
+    """Run every check on an open connection (writable: the FTS cross-check runs too; blocked: why it cannot;
+    progress: told each step as it starts)."""
     report = Report(db_path, full, blocked=blocked if not writable else None)
     steps: list[tuple[str, Callable[[Connection], tuple[list[Finding], str]]]] = [
         ("file", lambda c: _file(c, full)),
@@ -205,7 +209,9 @@ def check(conn: Connection, db_path: Path, full: bool = False, writable: bool = 
         ("vocabulary", _vocabulary),
         ("vectors", _vectors),
     ]
-    for name, run in steps:
+    for number, (name, run) in enumerate(steps, 1):
+        if progress is not None:
+            progress(name, number, len(steps))
         try:
             found, passed = run(conn)
         except db.DatabaseError as exc:

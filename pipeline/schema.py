@@ -91,6 +91,12 @@ INSTANCES_DDL = tuple(
 )
 
 # A scratch in-memory database for SQLite's own porter stemmer (query/words.py).
+# `words --path`: the allowed documents' exact text tokenized again in a scratch in-memory database
+# (query/word_scope.py), by the exact table's tokenizer, and read back as a vocabulary.
+SCOPE_DDL = (
+    f'CREATE VIRTUAL TABLE scope USING fts5(body, heading_path, tokenize="{EXACT_TOKENIZER}")',
+    "CREATE VIRTUAL TABLE scope_vocab USING fts5vocab(scope, 'row')",
+)
 STEMMER_DDL = (
     "CREATE VIRTUAL TABLE scratch USING fts5(w, tokenize='porter unicode61')",
     "CREATE VIRTUAL TABLE scratch_tokens USING fts5vocab(scratch, 'instance')",

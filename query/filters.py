@@ -9,6 +9,12 @@ them (pipeline/globs.py: `*` within one name, `**` across directories, a glob wi
 matches a name at any depth); without one it names a file or a directory and everything beneath.
 `where` compares a front-matter field (pipeline/front_matter.py) with a value: equal text, and a
 list field matches when one of its items equals the value.
+
+The allowed documents are read from indexes (Filter.condition: the path and root indexes, the
+primary key of document_fields), and handed to the tiers as Allowed: the span of the allowed chunk
+ids, which FTS5 takes as a rowid range before it scores anything, plus a per-row check only where
+the span holds other documents' chunks. A filter allowing every document is no filter at all (the
+unfiltered path, at its cost). docs/filters.md gives the figures.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from dataclasses import dataclass
 from config.errors import QueryError
 from pipeline.db import Connection
 from pipeline.globs import Glob, GlobError
-from pipeline.paths import under
+from pipeline.paths import HERE, under
+from query.generation import Generation
 
 _GLOB_CHARS = ("*", "?")
 PathMatcher = Callable[[str], bool]
@@ -72,27 +79,96 @@ class Filter:
 
     def documents(self, conn: Connection) -> set[int]:
         """The ids of the documents the filter allows."""
-        ids: set[int] | None = None
+        where, args = self.condition(conn)
+        return {int(r[0]) for r in conn.execute(f"SELECT id FROM documents WHERE {where}", args)}
+
+    def condition(self, conn: Connection) -> tuple[str, list[object]]:
+        """A WHERE clause over `documents` selecting the allowed ones, and its arguments.
+
+        Each part reads an index: a `where` condition one range of document_fields' primary key, a root
+        the documents_root index, a path (or a glob's leading literal directories) one range of the
+        unique path index, compared as text, so `%` and `_` in a path are only characters.
+        """
+        parts: list[str] = []
+        args: list[object] = []
         for key, value in self.where:
-            rows = conn.execute("SELECT document_id FROM document_fields WHERE key = ? AND value = ?", (key, value))
-            found = {int(r[0]) for r in rows}
-            ids = found if ids is None else ids & found
-        if not self.paths and not self.roots:
-            if ids is not None:
-                return ids
-            return {int(r[0]) for r in conn.execute("SELECT id FROM documents")}
-        matchers = [_path_matcher(p) for p in self.paths]
-        roots = {r.rstrip("/") or "/" for r in self.roots}
-        allowed: set[int] = set()
-        for doc_id, path, root in conn.execute("SELECT id, path, root FROM documents"):
-            if ids is not None and doc_id not in ids:
-                continue
-            if roots and root not in roots:
-                continue
-            if matchers and not any(m(path) for m in matchers):
-                continue
-            allowed.add(int(doc_id))
-        return allowed
+            parts.append("id IN (SELECT document_id FROM document_fields WHERE key = ? AND value = ?)")
+            args += [key, value]
+        if self.roots:
+            parts.append("root IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(sorted({r.rstrip("/") or "/" for r in self.roots})))
+        if self.paths:
+            alternatives = [_path_condition(conn, p) for p in self.paths]
+            parts.append("(" + " OR ".join(sql for sql, _ in alternatives) + ")")
+            args += [a for _, more in alternatives for a in more]
+        return " AND ".join(parts) or "1", args
+
+    def allowed(self, conn: Connection, total: int | None = None,
+                generation: Generation | None = None) -> Allowed | None:
+        """The chunks the filter allows as the tiers' SQL restricts to them; None when it allows every
+        document of the total (then a query takes the unfiltered path, at its cost).
+
+        With a generation (query/generation.py) the answer is kept for as long as the store is unchanged,
+        so a server asked with the same filter again reads it from memory: a glob is matched in Python,
+        path by path.
+        """
+        if generation is None:
+            return self._allowed(conn, total)
+        found: tuple[Allowed | None] = generation.get(
+            ("filter", self), lambda: (self._allowed(conn, total),), lambda a: 1 + (a[0].count if a[0] else 0))
+        generation.keep()
+        return found[0]
+
+    def _allowed(self, conn: Connection, total: int | None) -> Allowed | None:
+        where, args = self.condition(conn)
+        if total is None:
+            total = int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+        count = int(conn.execute(f"SELECT count(*) FROM documents WHERE {where}", args).fetchone()[0])
+        if count >= total:
+            return None
+        if count == 0:
+            return Allowed("[]", 0, 0, -1, True)
+        ids = str(conn.execute(f"SELECT json_group_array(id) FROM documents WHERE {where}", args).fetchone()[0])
+        low, high, chunks = conn.execute(
+            "SELECT min(id), max(id), count(*) FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))",
+            (ids,)).fetchone()
+        if not chunks:
+            return Allowed(ids, count, 0, -1, True)
+        spanned = int(conn.execute("SELECT count(*) FROM chunks WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0])
+        return Allowed(ids, count, int(low), int(high), spanned == int(chunks))
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The chunks an active filter allows, as the tiers restrict a query to them.
+
+    low..high is the span of their chunk ids: pushed into FTS5 as a rowid range (it seeks to low and
+    stops at high), so a query over one directory reads that directory's rows, not the index's. A
+    document's chunks are written together and a walk writes a directory's files together, so a path
+    prefix spans few other chunks; when the span holds other documents' chunks too (dense False), each
+    row in it is also checked against the allowed documents.
+    """
+
+    documents: str  # the allowed document ids, a JSON array (json_each), as the vector tier reads them
+    count: int
+    low: int
+    high: int
+    dense: bool
+
+    @property
+    def empty(self) -> bool:
+        """Whether the filter allows no chunk at all (a query then answers nothing, reading nothing)."""
+        return self.high < self.low
+
+    def rows(self, column: str = "rowid") -> tuple[str, tuple[object, ...]]:
+        """A SQL fragment (from ` AND `) keeping column to the allowed chunks, and its arguments."""
+        sql = f" AND {column} BETWEEN ? AND ?"
+        if self.dense:
+            return sql, (self.low, self.high)
+        # `+` keeps the IN list out of FTS5's index plan: as a rowid constraint SQLite would run the MATCH
+        # once per allowed chunk; as a filter each row of the span is checked once.
+        sql += f" AND +{column} IN (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
+        return sql, (self.low, self.high, self.documents)
 
 
 def document_ids_json(ids: set[int]) -> str:
@@ -108,13 +184,52 @@ def _strings(value: Sequence[str] | str | None) -> tuple[str, ...]:
     return tuple(v for v in value if v)
 
 
-def _path_matcher(given: str) -> PathMatcher:
+def _path_matcher(given: str, whole: bool = True) -> PathMatcher:
+    """The test of one path filter on a stored path; whole=False lets a bare glob read only the last name."""
     if any(c in given for c in _GLOB_CHARS):
         try:
             glob = Glob.compile(given)
         except GlobError as exc:
             raise QueryError(f"path filter {given[:60]!r}: {exc}") from None
-        return glob.matches
+        return glob.matches if whole or not glob.bare else glob.matches_last_name
     directory = given.rstrip("/") or "/"
     return lambda path: under(path, directory)
 
+
+
+def _path_condition(conn: Connection, given: str) -> tuple[str, list[object]]:
+    """The WHERE clause over documents of one path filter (a directory or file, or a glob), and its arguments."""
+    if any(c in given for c in _GLOB_CHARS):
+        matches = _path_matcher(given, whole=False)
+        prefix = _literal_directories(given)
+        span, args = _prefix_range(prefix) if prefix else ("1", [])
+        rows = conn.execute(f"SELECT id, path FROM documents WHERE {span}", args)
+        return "id IN (SELECT value FROM json_each(?))", [json.dumps([int(i) for i, p in rows if matches(str(p))])]
+    directory = given.rstrip("/") or "/"
+    if directory == HERE:  # the relative spellings: neither absolute nor a URL
+        return "(substr(path, 1, 1) != '/' AND instr(path, '://') = 0)", []
+    return _prefix_range(directory)
+
+
+def _prefix_range(directory: str) -> tuple[str, list[object]]:
+    """directory itself or anything beneath it, as ranges of the path index: d, and [d/, d0) ('/' sorts just
+    before '0', so the range holds exactly the paths that begin with d/)."""
+    base = directory if directory == "/" else directory.rstrip("/")
+    above = base[:-1] + "0" if base.endswith("/") else base + "0"
+    if base == "/":
+        return "(path >= ? AND path < ?)", [base, above]
+    return "(path = ? OR (path >= ? AND path < ?))", [base, base + "/", above]
+
+
+def _literal_directories(glob: str) -> str:
+    """The leading names of a glob with a slash that hold no glob character, joined ('' when none): every
+    path it matches lies beneath them."""
+    body = glob.strip("/")
+    if "/" not in body:
+        return ""
+    names: list[str] = []
+    for name in body.split("/")[:-1]:
+        if any(c in name for c in _GLOB_CHARS):
+            break
+        names.append(name)
+    return "/".join(names)

@@ -12,6 +12,7 @@ query without CJK characters takes exactly the porter path.
 from __future__ import annotations
 
 from pipeline.db import Connection
+from query.filters import Allowed
 from query.frequency import without_common
 from query.fusion import rrf
 from query.terms import TRIGRAM, LexicalQuery, quote, trigrams
@@ -20,19 +21,18 @@ from query.topk import exact_top_k
 FANOUT = 50
 HEADING_WEIGHT = 2.0
 WEIGHTS = f"1.0, {HEADING_WEIGHT}"  # bm25()'s column weights: body, heading_path
-# The filtered form of each query (query/filters.py): only the chunks of the allowed documents, a
-# JSON array of document ids, are candidates, so the LIMIT counts allowed chunks only. `+rowid` keeps
-# the IN list out of FTS5's index plan: as a rowid constraint SQLite would run the MATCH once per
-# allowed chunk (~0.5 s a query at 1,000 chunks), as a filter it checks each match once (~1 ms more).
-ALLOWED_ROWS = " AND +rowid IN (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
+
 
 
 def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT,
-               allowed: str | None = None) -> list[tuple[int, float]]:
+               allowed: Allowed | None = None) -> list[tuple[int, float]]:
     """(chunk id, score) best first, lower scores better: bm25, or negated RRF when CJK runs are fused.
 
-    allowed (a JSON array of document ids) restricts the candidates to those documents' chunks.
+    allowed (query/filters.py) restricts the candidates to the filter's chunks before they are scored: a
+    rowid range FTS5 seeks in, and the allowed documents when the range holds others too.
     """
+    if allowed is not None and allowed.empty:
+        return []
     porter = _porter_ids(conn, query, limit, allowed)
     if not query.cjk:
         return porter
@@ -41,7 +41,7 @@ def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT,
 
 
 def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
-                allowed: str | None = None) -> list[tuple[int, float]]:
+                allowed: Allowed | None = None) -> list[tuple[int, float]]:
     if not query.expression:
         return []
     if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
@@ -49,36 +49,38 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:
             return pruned
+    only, args = _only(allowed)
     rows = conn.execute(
         f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS score FROM chunks_fts"
-        f" WHERE chunks_fts MATCH ?{ALLOWED_ROWS if allowed is not None else ''} ORDER BY score, rowid LIMIT ?",
-        (query.expression, *_args(allowed), limit),
+        f" WHERE chunks_fts MATCH ?{only} ORDER BY score, rowid LIMIT ?",
+        (query.expression, *args, limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def _args(allowed: str | None) -> tuple[str, ...]:
-    return () if allowed is None else (allowed,)
+def _only(allowed: Allowed | None, column: str = "rowid") -> tuple[str, tuple[object, ...]]:
+    """The filter's restriction of a candidate query (query/filters.py Allowed.rows), or nothing."""
+    return ("", ()) if allowed is None else allowed.rows(column)
 
 
 def cjk_rankings(conn: Connection, runs: tuple[str, ...] | list[str], limit: int = FANOUT,
-                 allowed: str | None = None) -> list[list[int]]:
+                 allowed: Allowed | None = None) -> list[list[int]]:
     """Chunk ids ranked per kind of CJK run: one trigram BM25 list, then one list per short run."""
     rankings: list[list[int]] = []
     grams = trigrams(runs)
-    only = ALLOWED_ROWS if allowed is not None else ""
+    only, args = _only(allowed)
     if grams:
         rows = conn.execute(
             f"SELECT rowid FROM chunks_fts_cjk WHERE chunks_fts_cjk MATCH ?{only}"
             " ORDER BY bm25(chunks_fts_cjk), rowid LIMIT ?",
-            (" OR ".join(quote(g) for g in grams), *_args(allowed), limit),
+            (" OR ".join(quote(g) for g in grams), *args, limit),
         ).fetchall()
         rankings.append([int(r[0]) for r in rows])
     for run in (r for r in runs if len(r) < TRIGRAM):
         rows = conn.execute(
-            f"SELECT id FROM chunks WHERE cjk != '' AND instr(cjk, ?) > 0{only}"
+            f"SELECT id FROM chunks WHERE cjk != '' AND instr(cjk, ?) > 0{_only(allowed, 'id')[0]}"
             " ORDER BY (length(cjk) - length(replace(cjk, ?, ''))) * 1.0 / length(cjk) DESC, id LIMIT ?",
-            (run, *_args(allowed), run, limit),
+            (run, *args, run, limit),
         ).fetchall()
         rankings.append([int(r[0]) for r in rows])
     return rankings

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,8 @@ from pipeline.paths import under
 
 if TYPE_CHECKING:
     from query.explain import Explain
+
+SOURCE_BATCH = 500  # documents read at a time by iter_sources
 
 
 
@@ -266,6 +268,32 @@ class Reader:
              "fields": json.loads(f) if f else {}}
             for p, t, c, at, r, s, f in rows
         ]
+
+    def iter_sources(self, where: str = "1", args: Sequence[object] = (), limit: int | None = None,
+                     offset: int = 0) -> Iterator[dict[str, Any]]:
+        """The documents a WHERE clause over `documents` selects, as sources() shapes them, in path order from
+        offset, at most limit of them: read from the path index a batch at a time, as the caller takes them."""
+        with db.translating_damage(self.settings.db_path):
+            rows = self.conn.execute(
+                "SELECT path, title, chunk_count, indexed_at, root, size, fields FROM documents"
+                f" WHERE {where} ORDER BY path LIMIT ? OFFSET ?", (*args, -1 if limit is None else limit, offset))
+            while batch := rows.fetchmany(SOURCE_BATCH):
+                for p, t, c, at, r, s, f in batch:
+                    yield {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s,
+                           "fields": json.loads(f) if f else {}}
+
+    def iter_sources_json(self, where: str = "1", args: Sequence[object] = (), limit: int | None = None,
+                          offset: int = 0) -> Iterator[str]:
+        """iter_sources' documents as JSON text, each built by SQLite (`mapped` null): a listing of 100,000
+        documents is then written without a Python object per field."""
+        with db.translating_damage(self.settings.db_path):
+            rows = self.conn.execute(
+                "SELECT json_object('path', path, 'title', title, 'chunks', chunk_count, 'indexed_at', indexed_at,"
+                " 'root', root, 'size', size, 'fields', json(coalesce(fields, '{}')), 'mapped', NULL) FROM documents"
+                f" WHERE {where} ORDER BY path LIMIT ? OFFSET ?", (*args, -1 if limit is None else limit, offset))
+            while batch := rows.fetchmany(SOURCE_BATCH):
+                for (row,) in batch:
+                    yield str(row)
 
     def stats(self) -> dict[str, Any]:
         """Counts and facts about the index."""

@@ -29,6 +29,8 @@ EXPLAIN_HELP = ("Attach to each result an `explain` object: lexical rank and BM2
                 "distance, each tier's share of the fused RRF score, and `demoted` (moved below other "
                 "documents because two sections of its own rank above it).")
 MAX_AROUND = 20  # sections read on each side at most (more is capped, with a note)
+LISTING_PATH_HELP = ("Only entries under this path prefix (docs/api; `%` and `_` are plain characters) or matching "
+                     "this glob (docs/api/**, *.md); repeat for any of several.")
 
 Where = list[str] | dict[str, str] | None
 
@@ -238,4 +240,18 @@ class WordsRequest:
         "Only the words of the headings (heading) or of the bodies (body)."))
     sort: str = field(default="word", metadata=doc("Alphabetical (word), or most documents first (docs)."))
     limit: int | None = field(default=None, metadata=doc("List at most N words.", minimum=1))
+    offset: int = field(default=0, metadata=doc("Skip the first N words of the list (after sorting).", minimum=0))
+    path: list[str] | None = field(default=None, metadata=doc(
+        "Only words of the documents under this path prefix or matching this glob; repeat for any of several."))
 
+
+
+@dataclass(frozen=True)
+class SourcesRequest:
+    """`knowledge sources`, /v1/sources and the page's /sources: a page of the indexed documents, in path order."""
+
+    limit: int | None = field(default=None, metadata=doc(
+        "Documents to list at most (default: every one from the offset).", minimum=1))
+    offset: int = field(default=0, metadata=doc(
+        "Documents to skip first, in path order (an answer's next_offset starts the next page).", minimum=0))
+    path: list[str] | None = field(default=None, metadata=doc(LISTING_PATH_HELP))

@@ -16,7 +16,8 @@ from config.instruments import TIER, instruments
 from config.observability import traced
 from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity, serving
-from query.filters import Filter, document_ids_json
+from query.filters import Filter
+from query.generation import Generation
 from query.lexical import FANOUT
 from query.rank.parsed import ParsedQuery, parse_query
 from query.rank.pipeline import ranked_hits
@@ -146,15 +147,18 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
     tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
     if reader.document_count() == 0:
         return SearchResponse(tier, Status.INDEX_EMPTY, note=NOTE_EMPTY, query=query)
-    allowed = document_ids_json(filters.documents(reader.conn)) if filters is not None and filters.active else None
+    active = filters if filters is not None and filters.active else None
+    # None also for a filter allowing every document: the unfiltered path, at its cost
+    allowed = (active.allowed(reader.conn, reader.document_count(), Generation(reader.settings.db_path))
+               if active is not None else None)
     excluded = excluded_ids(reader, query)
     lexical = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else ()
-    response = SearchResponse(tier, Status.OK, note=_query_note(query, filters if allowed is not None else None),
+    response = SearchResponse(tier, Status.OK, note=_query_note(query, active),
                               dropped=query.dropped, query=query)
     tiers = Tiers(LEXICAL, lexical)
-    if _wants_vectors(settings, reader, query, ranking):
+    if _wants_vectors(settings, reader, query, ranking) and not (allowed is not None and allowed.empty):
         try:
-            found = vector_tier(settings, reader, query.text, depth, allowed, tier,
+            found = vector_tier(settings, reader, query.text, depth, allowed.documents if allowed else None, tier,
                                 None if ranking == VECTOR else [cid for cid, _ in lexical], excluded)
         except VectorIdentityMismatch:
             raise

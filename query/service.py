@@ -11,6 +11,8 @@ turns them into error answers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +20,20 @@ from config.settings import Settings
 from query import budget
 from query.answers import MatchAnswer, SearchAnswer, ShowAnswer, SourcesAnswer, StatsAnswer, WordsAnswer
 from query.enumerate import checked_limit, enumerate_documents
-from query.listing import sources_answer, stats_answer
+from query.listing import SourcesListing, stats_answer
 from query.match_query import scrub
 from query.read_index import ReadIndex
 from query.reader import ambiguous_note, not_built_note, parse_ref
 from query.reading import ReadAnswer, around, refusal
-from query.requests import EnumerateRequest, MatchRequest, ReadRequest, SearchRequest, ShowRequest, WordsRequest
+from query.requests import (
+    EnumerateRequest,
+    MatchRequest,
+    ReadRequest,
+    SearchRequest,
+    ShowRequest,
+    SourcesRequest,
+    WordsRequest,
+)
 from query.search import search
 from query.status import Status
 from query.words import Narrowing, list_words
@@ -118,12 +128,18 @@ class QueryService:
                 previous, following = (before.index_ref if before else None), (after.index_ref if after else None)
             return ShowAnswer(Status.OK, None, request.ref, [hit], True, previous, following, self.mapper)
 
-    def sources(self) -> SourcesAnswer:
-        """Every indexed document by path, with its mapped citation."""
-        with self.index.reader() as reader:
-            if reader is None:
+    def sources(self, request: SourcesRequest | None = None) -> SourcesAnswer:
+        """A page of the indexed documents by path (every one without a limit), with their mapped citations."""
+        with self.sources_listing(request or SourcesRequest()) as listing:
+            if listing is None:
                 return SourcesAnswer(Status.INDEX_NOT_BUILT, not_built_note(self.settings), str(self.settings.db_path))
-            return sources_answer(self.settings, reader, self.mapper)
+            return listing.answer()
+
+    @contextmanager
+    def sources_listing(self, request: SourcesRequest) -> Iterator[SourcesListing | None]:
+        """The page of sources to read row by row while the block runs (None when the index was never built)."""
+        with self.index.reader() as reader:
+            yield None if reader is None else SourcesListing(self.settings, reader, self.mapper, request)
 
     def stats(self) -> StatsAnswer:
         """Counts and facts about the index, and the tier line."""
@@ -134,7 +150,8 @@ class QueryService:
 
     def words(self, request: WordsRequest) -> WordsAnswer:
         """The vocabulary words matching the pattern, narrowed and counted as asked."""
-        narrowing = Narrowing(request.min_docs, request.max_docs, request.in_field, request.sort, request.limit)
+        narrowing = Narrowing(request.min_docs, request.max_docs, request.in_field, request.sort, request.limit,
+                              request.offset, tuple(request.path or ()))
         with self.index.reader() as reader:
             return list_words(self.settings, request.pattern, request.counts, reader, narrowing)
 

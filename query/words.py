@@ -8,7 +8,6 @@ word sharing its stem, which is what `knowledge match <word>` reports.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import warnings
@@ -19,10 +18,11 @@ from typing import Any
 from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
-from pipeline.text import is_cjk
 from query.reader import Reader, borrowed_reader, not_built_note
 from query.status import Status
 from query.terms import quote
+from query.word_patterns import invalid_note, refusal
+from query.word_scope import candidate_words
 
 SHORT_LIST = 20
 BULK_COUNTS = 200
@@ -31,10 +31,6 @@ FORMS_SHOWN = 5
 _STEM_CACHE_MAX = 200_000
 PATTERN_SECONDS = 3.0
 """The most time a pattern may spend matching the whole vocabulary (see matching_words)."""
-PATTERN_UNITS = 50_000
-"""The most pattern items a pattern may unroll to: the bounded engine expands each repeat's minimum
-count when it compiles ((?:a{60000}){60000} is 3.6 billion items, a MemoryError after seconds), and
-compiling is not under PATTERN_SECONDS; 50,000 compile in well under 0.1 s."""
 
 
 NOTE_CORPUS_EMPTY = (
@@ -85,12 +81,6 @@ class Stemmer:
 
 
 STEMMER = Stemmer()
-
-
-def vocabulary(conn: Connection) -> list[str]:
-    """Every word of the exact table, sorted; single characters only when CJK."""
-    rows = conn.execute("SELECT term FROM chunks_vocab ORDER BY term").fetchall()
-    return [str(t) for (t,) in rows if len(t) >= 2 or is_cjk(t)]
 
 
 def _prefix_for(stem: str) -> str:
@@ -197,7 +187,9 @@ class WordsResult:
     note: str | None = None
     pattern: str | None = None
     words: list[WordInfo] = field(default_factory=list)
-    vocabulary_size: int = 0
+    vocabulary_size: int | None = 0  # None when only a pattern's prefix range of the vocabulary was read
+    matched: int = 0  # words the pattern and narrowing select, before offset and limit
+    offset: int = 0
 
     @property
     def short(self) -> bool:
@@ -213,6 +205,8 @@ class WordsResult:
             {
                 "pattern": self.pattern,
                 "vocabulary_size": self.vocabulary_size,
+                "matched": self.matched,
+                "offset": self.offset,
                 "count": len(self.words),
                 "words": [w.to_json() for w in self.words],
             }
@@ -252,52 +246,6 @@ def matching_words(pattern: str, words: list[str]) -> list[str] | None:
     return selected
 
 
-def unrolled_size(pattern: str) -> int:
-    """How many items pattern unrolls to when its repeats' minimum counts are expanded (capped above PATTERN_UNITS).
-
-    Read from re's own parse of the pattern (which never expands a repeat); raise re.error as
-    re.compile would.
-    """
-    import importlib
-
-    parser: Any = importlib.import_module("re._parser")  # the parser behind re.compile; no stub ships for it
-    return _units(parser.parse(pattern, re.IGNORECASE))
-
-
-def _units(items: Any) -> int:
-    total = 0
-    for op, arg in items:
-        name = getattr(op, "name", str(op))
-        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            low, _high, body = arg
-            total += max(1, low) * _units(body)
-        elif name == "SUBPATTERN":
-            total += _units(arg[3])
-        elif name == "BRANCH":
-            total += sum(_units(branch) for branch in arg[1])
-        elif name == "ATOMIC_GROUP":
-            total += _units(arg)
-        elif name in ("ASSERT", "ASSERT_NOT"):
-            total += _units(arg[1])
-        elif name == "GROUPREF_EXISTS":
-            total += _units(arg[1]) + (_units(arg[2]) if arg[2] else 0)
-        else:
-            total += 1
-        if total > PATTERN_UNITS:
-            return PATTERN_UNITS + 1
-    return total
-
-
-def _too_large(pattern: str) -> str:
-    return (f"{pattern[:80]!r}{'...' if len(pattern) > 80 else ''} repeats too much: it unrolls to over "
-            f"{PATTERN_UNITS:,} pattern items, more than a word needs; use smaller repeat counts, as 'a{{3,}}'")
-
-
-def _invalid(pattern: str | None, exc: Exception) -> str:
-    return (f"{pattern!r} is not a regular expression: {exc}; to match characters such as + ( [ * ? literally, "
-            "escape them with a backslash, as 'c\\+\\+'")
-
-
 def _too_slow(pattern: str) -> str:
     return (f"{pattern!r} took over {PATTERN_SECONDS:g} s to match the vocabulary and was stopped; nested "
             "quantifiers such as (a+)+ backtrack exponentially: write it without them")
@@ -305,10 +253,13 @@ def _too_slow(pattern: str) -> str:
 
 @dataclass(frozen=True)
 class Narrowing:
-    """What narrows and orders a word list beyond its pattern (`words --min-docs/--max-docs/--field/--sort/--limit`).
+    """What narrows, orders and pages a word list beyond its pattern (`words --min-docs/--max-docs/--field/--sort/
+    --offset/--limit/--path`).
 
     min_docs/max_docs bound the documents holding the word as written; field keeps the words of the
-    headings or of the bodies only; sort is `word` (alphabetical) or `docs` (most documents first).
+    headings or of the bodies only; sort is `word` (alphabetical) or `docs` (most documents first);
+    offset and limit cut a page of the ordered list; paths keep the words the documents under a path
+    prefix or matching a glob hold (their counts stay those of the whole index).
     """
 
     min_docs: int | None = None
@@ -316,6 +267,8 @@ class Narrowing:
     field: str | None = None
     sort: str = "word"
     limit: int | None = None
+    offset: int = 0
+    paths: tuple[str, ...] = ()
 
     @property
     def needs_counts(self) -> bool:
@@ -344,23 +297,8 @@ def _ordered(infos: list[WordInfo], narrowing: Narrowing) -> list[WordInfo]:
     """infos in the narrowing's order (most documents as written first for "docs"), cut to its limit."""
     if narrowing.sort == "docs":
         infos = sorted(infos, key=lambda i: (-(i.as_written or 0), i.word))
-    if narrowing.limit is not None:
-        infos = infos[: narrowing.limit]
-    return infos
-
-
-def _refused_pattern(pattern: str | None) -> WordsResult | None:
-    """The PATTERN_INVALID answer for a pattern re cannot compile or too large to run; None for a good one."""
-    try:
-        with warnings.catch_warnings():  # a user's pattern may trip re's FutureWarnings; it is not our code
-            warnings.simplefilter("ignore", FutureWarning)
-            if pattern:
-                re.compile(pattern, re.IGNORECASE)
-            if pattern and unrolled_size(pattern) > PATTERN_UNITS:  # before the bounded engine compiles it
-                return WordsResult(Status.PATTERN_INVALID, _too_large(pattern), pattern)
-    except (re.error, OverflowError, RecursionError) as exc:
-        return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
-    return None
+    end = None if narrowing.limit is None else narrowing.offset + narrowing.limit
+    return infos[narrowing.offset:end]
 
 
 def list_words(
@@ -373,16 +311,16 @@ def list_words(
     the narrowing needs them).
     """
     narrowing = narrowing or Narrowing()
-    refused = _refused_pattern(pattern)
+    refused = refusal(pattern)
     if refused is not None:
-        return refused
+        return WordsResult(Status.PATTERN_INVALID, refused, pattern)
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
             return WordsResult(Status.INDEX_NOT_BUILT, not_built_note(settings), pattern)
         if reader.document_count() == 0:
             return WordsResult(Status.CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
-        vocab = vocabulary(reader.conn)
-        if not vocab:
+        vocab, size = candidate_words(reader.conn, pattern, narrowing.paths)
+        if size == 0:
             reader.require_intact()
         if narrowing.field:
             in_field = field_words(reader, narrowing.field)
@@ -390,21 +328,42 @@ def list_words(
         try:
             selected = matching_words(pattern, vocab) if pattern else vocab
         except ValueError as exc:
-            return WordsResult(Status.PATTERN_INVALID, _invalid(pattern, exc), pattern)
+            return WordsResult(Status.PATTERN_INVALID, invalid_note(pattern, exc), pattern)
         if selected is None:
             return WordsResult(Status.PATTERN_INVALID, _too_slow(pattern or ""), pattern)
-        stems = STEMMER.stems(selected)
-        want_counts = len(selected) <= SHORT_LIST if counts is None else counts
-        if not (want_counts or narrowing.needs_counts):
-            infos = [WordInfo(w, stems[w]) for w in selected]
-        else:
-            reader.require_intact()  # counts from an emptied porter index would read as "no form"
-            by_word = document_counts(reader, selected, stems)
-            infos = [info for w in selected if narrowing.keeps(info := WordInfo(w, stems[w], *by_word[w]))]
-        infos = _ordered(infos, narrowing)
-        selected = [i.word for i in infos]
-        note = None if selected else f"no word of the index matches {pattern!r}"
-        return WordsResult(Status.OK, note, pattern, infos, len(vocab))
+        infos, matched = _page(reader, selected, narrowing, counts)
+        note = None if infos else _nothing(pattern, narrowing, matched)
+        return WordsResult(Status.OK, note, pattern, infos, size, matched, narrowing.offset)
+
+
+def _page(reader: Reader, selected: list[str], narrowing: Narrowing,
+          counts: bool | None) -> tuple[list[WordInfo], int]:
+    """(the page of the selected words the narrowing asks for, with stems and counts; how many it pages through).
+
+    Unless the narrowing needs every word's counts (document bounds, or the `docs` order), the page
+    is cut first and only its words are stemmed and counted (with counts True, or None and a page of
+    at most SHORT_LIST).
+    """
+    total: int | None = None
+    if not narrowing.needs_counts:
+        end = None if narrowing.limit is None else narrowing.offset + narrowing.limit
+        total, selected, narrowing = len(selected), selected[narrowing.offset:end], Narrowing()
+        if counts is False or (counts is None and len(selected) > SHORT_LIST):
+            stems = STEMMER.stems(selected)
+            return [WordInfo(w, stems[w]) for w in selected], total
+    stems = STEMMER.stems(selected)
+    reader.require_intact()  # counts from an emptied porter index would read as "no form"
+    by_word = document_counts(reader, selected, stems)
+    infos = [info for w in selected if narrowing.keeps(info := WordInfo(w, stems[w], *by_word[w]))]
+    return _ordered(infos, narrowing), len(infos) if total is None else total
+
+
+def _nothing(pattern: str | None, narrowing: Narrowing, matched: int) -> str:
+    """The note of an empty page: past the end of the list, or nothing matched (under the paths)."""
+    if matched:
+        return f"{matched} words match; none past offset {narrowing.offset}"
+    under = f" under {' or '.join(narrowing.paths)}" if narrowing.paths else ""
+    return f"no word of the index{under} matches {pattern!r}" if pattern else f"no word of the index{under}"
 
 
 def by_counts(words: list[WordInfo]) -> list[WordInfo]:

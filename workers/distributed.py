@@ -12,7 +12,7 @@ stall) is handed to a `notes` callback, and the result is returned (cli/index.py
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -22,6 +22,7 @@ from dramatiq.brokers.redis import RedisBroker
 from config.errors import BrokerError, KnowledgeError, RunInProgress
 from config.observability import tracer
 from config.settings import Settings
+from pipeline.paths import under
 from workers.actors import declare_actors
 from workers.broker import broker_url, connect_broker, namespace, redacted
 from workers.ledger import Presence, RunSummary
@@ -270,12 +271,26 @@ def _close_quietly(broker: RedisBroker) -> None:
         pass
 
 
-def recent_runs(settings: Settings, limit: int = 10) -> tuple[list[RunSummary], str | None, dict[str, list[str]]]:
-    """The store's recent runs (newest first), the run holding the run lock, and the live processes by role."""
+MAX_RUNS_READ = 5000  # runs read to find those of a path (the broker keeps a week of them)
+
+
+def walked(root: str, path: str) -> bool:
+    """Whether a run over root walked path, or a part of it: root is path, beneath it, or above it."""
+    directory = path.rstrip("/") or "/"
+    return under(root, directory) or under(directory, root.rstrip("/") or "/")
+
+
+def recent_runs(settings: Settings, limit: int = 10, offset: int = 0, paths: Sequence[str] = (),
+                ) -> tuple[list[RunSummary], str | None, dict[str, list[str]]]:
+    """The store's recent runs (newest first; offset skipped, at most limit, only those that walked one of paths
+    when given: a root at, beneath or above it), the run holding the run lock, and the live processes by role."""
     broker, ledger = open_ledger(settings)
     try:
         alive = {role: ledger.presence.alive(role) for role in ROLES}
-        return ledger.recent(limit), ledger.run_lock.holder(), alive
+        held = ledger.recent(MAX_RUNS_READ if paths else offset + limit)
+        if paths:
+            held = [r for r in held if any(walked(root, p) for root in r.info.get("roots", []) for p in paths)]
+        return held[offset:offset + limit], ledger.run_lock.holder(), alive
     except redis.RedisError as exc:
         raise BrokerError(f"broker at {redacted(broker_url(settings))} failed: {exc}") from None
     finally:

@@ -16,6 +16,7 @@ from config.errors import VectorIdentityMismatch
 from config.settings import Settings
 from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
+from query.filters import Allowed
 from query.lexical import search_ids
 from query.rank.parsed import ParsedQuery
 from query.reader import Reader
@@ -53,7 +54,7 @@ def excluded_ids(reader: Reader, query: ParsedQuery) -> set[int]:
     return {int(r[0]) for r in rows}
 
 
-def lexical_tier(reader: Reader, query: ParsedQuery, fanout: int, allowed: str | None,
+def lexical_tier(reader: Reader, query: ParsedQuery, fanout: int, allowed: Allowed | None,
                  excluded: set[int]) -> tuple[Scored, ...]:
     """The best `fanout` lexical candidates (of the allowed documents' chunks when a filter is on)."""
     return tuple([(cid, -score) for cid, score in search_ids(reader.conn, query.lexical, fanout, allowed)

@@ -34,7 +34,7 @@ from config.observability import prometheus_text
 from config.settings import Settings
 from query import tools
 from query.replica import SnapshotIndex
-from query.requests import MatchRequest, from_query
+from query.requests import MatchRequest, SourcesRequest, from_query
 from query.serve import page_routes as site
 from query.serve.mcp_server import build_server
 from query.serve.page_sessions import Sessions
@@ -212,8 +212,9 @@ class JsonApi:
         return _json(data, http_code(data))
 
     def sources(self, request: Request) -> Response:
-        """Every indexed document, with its mapped citation when rules exist."""
-        return self._listing(lambda: self.service.sources().to_json())
+        """A page of the indexed documents (?limit=&offset=&path=; every one by default), with their mapped
+        citations when rules exist."""
+        return self._listing(lambda: self.service.sources(from_query(SourcesRequest, request.query_params)).to_json())
 
     def stats(self, request: Request) -> Response:
         """Counts and facts about the index, and the tier line."""
@@ -229,6 +230,8 @@ class JsonApi:
         try:
             data = self._stamped(answer())
             return _json(data, http_code(data))
+        except QueryError as exc:  # a path glob past its bounds
+            return _json(self._stamped({"status": Status.QUERY_ERROR, "note": str(exc)}), 400)
         except KnowledgeError as exc:
             return _json({"status": Status.ERROR, "note": str(exc)}, 500)
 

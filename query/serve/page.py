@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from pipeline.text import without_controls
 from query.highlight import Segment
@@ -298,8 +298,12 @@ def table(caption: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -
     return f"<table><caption>{text(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def sources_page(answer: Mapping[str, Any]) -> str:
-    """The `sources` view: every document, its sections, time of indexing and mapped citation."""
+SOURCES_PAGE = 100  # documents a /sources page lists
+
+
+def sources_page(answer: Mapping[str, Any], path: str = "") -> str:
+    """The `sources` view, a page at a time: a path box, the page's documents (sections, time of indexing,
+    mapped citation) and links to the previous and next pages."""
     docs: list[dict[str, Any]] = answer.get("documents", [])
     rows = [
         (
@@ -311,8 +315,29 @@ def sources_page(answer: Mapping[str, Any]) -> str:
         )
         for d in docs
     ]
-    return ("<h1>Sources</h1>" + notes(None, answer.get("note"), answer.get("status"))
-            + table(f"{len(docs)} indexed documents", ("Path", "Sections", "Last indexed", "Mapped"), rows))
+    offset, total = int(answer.get("offset", 0)), int(answer.get("total", len(docs)))
+    under = f" under {path}" if path else ""
+    caption = (f"Documents {offset + 1:,}-{offset + len(docs):,} of {total:,} indexed{under}" if docs
+               else f"No documents{under} past {offset:,} ({total:,} in all)")
+    form = ('<form class="sources" method="get" action="/sources"><p><label for="path">Path</label> '
+            f'<input type="search" id="path" name="path" value="{attr(path)}" placeholder="docs/api or docs/**/*.md"> '
+            '<button type="submit">List</button></p></form>')
+    return ("<h1>Sources</h1>" + notes(None, answer.get("note"), answer.get("status")) + form
+            + table(caption, ("Path", "Sections", "Last indexed", "Mapped"), rows)
+            + _pages(path, offset, answer.get("next_offset")))
+
+
+def _pages(path: str, offset: int, following: int | None) -> str:
+    """The links to the previous and next pages of /sources (none where there is none)."""
+    def href(start: int) -> str:
+        return "/sources?" + urlencode({**({"path": path} if path else {}), "offset": start})
+
+    links = []
+    if offset > 0:
+        links.append(f'<a rel="prev" href="{attr(href(max(0, offset - SOURCES_PAGE)))}">Previous page</a>')
+    if following is not None:
+        links.append(f'<a rel="next" href="{attr(href(int(following)))}">Next page</a>')
+    return f'<nav aria-label="Pages" class="pages"><p>{" · ".join(links)}</p></nav>' if links else ""
 
 
 def stats_page(answer: Mapping[str, Any]) -> str:

@@ -28,7 +28,7 @@ from query.enumerate import DEFAULT_LIMIT
 from query.highlight import excerpt, marks
 from query.match_query import scrub
 from query.rank.parsed import parse_query
-from query.requests import MatchRequest, SearchRequest, ShowRequest
+from query.requests import MatchRequest, SearchRequest, ShowRequest, SourcesRequest
 from query.serve import page
 from query.serve.page_sessions import LoginLimiter, Sessions, same
 from query.service import QueryService
@@ -195,9 +195,12 @@ class Site:
         return self._page(request, ref, page.document_page(ref, answer.results()))
 
     def sources(self, request: Request) -> Response:
-        """The `sources` answer as a table."""
-        return self._listing(request, "Sources", "/sources", lambda: self.service.sources().to_json(),
-                             page.sources_page)
+        """A page of the `sources` answer as a table (?path= a prefix or glob, ?offset= where the page starts)."""
+        path = scrub(request.query_params.get("path", "")).strip()
+        raw = request.query_params.get("offset", "").strip()
+        wanted = SourcesRequest(page.SOURCES_PAGE, int(raw) if raw.isdigit() else 0, [path] if path else None)
+        return self._listing(request, "Sources", "/sources", lambda: self.service.sources(wanted).to_json(),
+                             lambda data: page.sources_page(data, path))
 
     def stats(self, request: Request) -> Response:
         """The `stats` answer as a table."""
@@ -208,6 +211,8 @@ class Site:
         self._begin()
         try:
             data = answer()
+        except QueryError as exc:  # a path glob past its bounds
+            return self._page(request, title, page.message_page("The path was refused", str(exc)), 400, current)
         except KnowledgeError as exc:
             return self._page(request, title, page.message_page("The store could not answer", str(exc)), 500)
         if data["status"] == Status.INDEX_NOT_BUILT:
