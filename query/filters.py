@@ -134,6 +134,8 @@ class Filter:
             (ids,)).fetchone()
         if not chunks:
             return Allowed(ids, count, 0, -1, True)
+        if int(high) - int(low) + 1 > 2 * int(chunks):  # other documents' chunks fill most of the span: not dense
+            return Allowed(ids, count, int(low), int(high), False)  # (counting the span would read its rows)
         spanned = int(conn.execute("SELECT count(*) FROM chunks WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0])
         return Allowed(ids, count, int(low), int(high), spanned == int(chunks))
 

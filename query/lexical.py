@@ -23,7 +23,6 @@ HEADING_WEIGHT = 2.0
 WEIGHTS = f"1.0, {HEADING_WEIGHT}"  # bm25()'s column weights: body, heading_path
 
 
-
 def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT,
                allowed: Allowed | None = None) -> list[tuple[int, float]]:
     """(chunk id, score) best first, lower scores better: bm25, or negated RRF when CJK runs are fused.

@@ -259,3 +259,26 @@ def test_check_shows_its_steps_on_a_terminal_and_nothing_in_a_pipe(tmp_path: Pat
     shown = _check_stderr(base, terminal=True)
     assert "check: 1/6 file" in shown and "check: 4/6 fts" in shown and shown.endswith("\r\x1b[K")
     assert "check: 1/6" not in _check_stderr(base, terminal=False)
+
+
+def test_sources_with_citation_rules_streams_each_mapped_citation_and_counts_the_unmapped_last(
+        workdir: Path, run_cli: RunCli) -> None:
+    write_tree(workdir, {"docs/a.md": "# A\n\nalpha\n", "docs/b.md": "# B\n\nbeta\n", "notes/c.md": "# C\n\ngamma\n"})
+    (workdir / "knowledge.yaml").write_text(
+        "knowledge:\n  paths: [docs, notes]\n  citations:\n"
+        "    - pattern: '^docs/(.+)\\.md$'\n      replace: 'https://docs.example.net/$1/'\n", encoding="utf-8")
+    assert run_cli("index")[0] == 0
+    listed = _sources(run_cli, "--limit", "2", "--offset", "1")
+    assert [(d["path"], d["mapped"]) for d in listed["documents"]] == [
+        ("docs/b.md", "https://docs.example.net/b/"), ("notes/c.md", None)]
+    assert listed["note"] == "1 of 2 documents matched no citation rule and is cited by path"
+    from cli import read
+
+    original = read.TABLE_ROWS
+    read.TABLE_ROWS = 1
+    try:
+        code, out, _ = run_cli("sources")
+    finally:
+        read.TABLE_ROWS = original
+    assert code == 0 and "docs/a.md  -> https://docs.example.net/a/" in out
+    assert out.rstrip().endswith("1 of 3 documents matched no citation rule and is cited by path")
