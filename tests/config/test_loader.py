@@ -131,6 +131,7 @@ def _refused(run_cli, *args: str) -> str:
      "knowledge.embeddings.base_url is not a valid URL (Invalid IPv6 URL)"),
     ("  embeddings:\n    base_url: 'http://127.0.0.1:70000/v1'\n    model: m\n",
      "knowledge.embeddings.base_url is not a valid URL (Port out of range"),
+    ("  checkpoints: litestreem\n", "knowledge.checkpoints must be sqlite or litestream, got 'litestreem'"),
     ("  expose:\n    mcp:\n      builtins: [knowledge_serch]\n",
      ("builtins names 'knowledge_serch', which is not a tool knowledge serves "
       "(accepted: knowledge_search, knowledge_enumerate, knowledge_read)")),
