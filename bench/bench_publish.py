@@ -202,7 +202,7 @@ def swaps(base: Path, snaps: Path, count: int, steady: int, work: Path) -> dict[
     return {"windows": windows, "phases": phases}
 
 
-def markdown(sizes: dict[int, dict[str, Any]], swap: dict[str, Any], swap_files: int) -> str:
+def markdown(sizes: dict[int, dict[str, Any]], swap: dict[str, Any] | None, swap_files: int) -> str:
     """The RESULTS.md section."""
     lines = ["| files (chunks) | store | generation | publish: process wall / its own s / CPU s | copy+hash s | "
              "publish / copy+hash: wall, CPU (same round) | load |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -218,6 +218,8 @@ def markdown(sizes: dict[int, dict[str, Any]], swap: dict[str, Any], swap_files:
         lines.append(f"Scaling {small:,} -> {large:,} files ({large / small:.0f}x): publish's own seconds "
                      f"{b['seconds_median'] / a['seconds_median']:.1f}x, CPU {b['cpu_median'] / a['cpu_median']:.1f}x, "
                      f"bytes {b['bytes'] / a['bytes']:.1f}x.")
+    if swap is None:
+        return "\n".join(lines)
     phases = swap["phases"]
     steady = phases["steady"]
     lines += ["", f"Swap, {swap_files:,} files, {len(swap['windows'])} publishes on the replica's host:", "",
@@ -233,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", default="10000,100000", help="comma-separated corpus sizes")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--swaps", type=int, default=5)
+    parser.add_argument("--swaps", type=int, default=5, help="publish-and-swap windows (0: the cost part only)")
     parser.add_argument("--steady-queries", type=int, default=200)
     parser.add_argument("--swap-files", type=int, default=0, help="the size the swap runs at (default: the largest)")
     parser.add_argument("--out", type=Path, default=OUT / "publish")
@@ -250,9 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         sizes[n] = cost(bases[n], snaps, args.rounds, args.out / "floor-copy.db")
         print(json.dumps({"files": n, **{k: v for k, v in sizes[n].items() if k != "rounds"}}), flush=True)
     swap_files = args.swap_files or max(files)
-    swap = swaps(bases[swap_files], args.out / f"snaps-{swap_files}", args.swaps, args.steady_queries,
-                 args.out / "replica")
-    print(json.dumps({"swap": swap}), flush=True)
+    swap = None
+    if args.swaps:
+        swap = swaps(bases[swap_files], args.out / f"snaps-{swap_files}", args.swaps, args.steady_queries,
+                     args.out / "replica")
+        print(json.dumps({"swap": swap}), flush=True)
     print(markdown(sizes, swap, swap_files))
     return 0
 
