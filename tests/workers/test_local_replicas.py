@@ -17,10 +17,10 @@ from tests.conftest import write_tree
 from tests.workers.cluster import (
     SCRIPTS,
     Cluster,
+    clean_env,
     cluster,  # noqa: F401 - the fixture, requested by name
+    knowledge_bin,
 )
-
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 REPLICAS = 2
 FOUND_WITHIN_S = 30.0
@@ -62,6 +62,8 @@ def _search(port: int, word: str) -> dict[str, object]:
     return dict(httpx.get(f"http://127.0.0.1:{port}/v1/search", params={"q": word}, timeout=10).json())
 
 
+@pytest.mark.redis
+@pytest.mark.slow
 def test_run_local_starts_replicas_that_serve_each_publish_and_stop_local_stops_them(
         cluster: Cluster, tmp_path: Path) -> None:
     snaps = tmp_path / "snaps"
@@ -97,3 +99,37 @@ def test_replicas_without_a_snapshots_directory_are_refused_naming_it(tmp_path: 
                             cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "--snapshots DIR" in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_a_replica_host_starts_only_replicas_and_serves_what_the_primary_published(tmp_path: Path) -> None:
+    primary, host, snaps = tmp_path / "primary", tmp_path / "host", tmp_path / "snaps"
+    write_tree(primary, {"docs/zebrafinch.md": "# Zebrafinch\n\nThe zebrafinch escalation procedure.\n"})
+    env = clean_env()
+    indexed = subprocess.run([*knowledge_bin(), "index", "docs", "--publish"], cwd=primary,
+                             env={**env, "KNOWLEDGE_CONFIG": _config(primary, snaps)}, capture_output=True, text=True,
+                             timeout=120)
+    assert indexed.returncode == 0, indexed.stderr
+    host.mkdir()
+    env.update(KNOWLEDGE_CONFIG=_config(host, snaps), KNOWLEDGE_RUN_DIR=str(host / "run"))
+    if len(knowledge_bin()) == 1:
+        env["KNOWLEDGE_BIN"] = knowledge_bin()[0]
+    port = _free_ports(1)
+    started = subprocess.run([str(SCRIPTS / "run-local.sh"), "--replicas-only", "--replicas", "1", "--snapshots",
+                              str(snaps), "--replica-port", str(port)], cwd=host, env=env, capture_output=True,
+                             text=True, timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert sorted(p.name for p in (host / "run").glob("*.pid")) == ["replica-1.pid"]  # no writer, no workers
+        answer = _search(port, "zebrafinch")
+        assert answer["generation"] == 1 and answer["results"], answer
+    finally:
+        stopped = subprocess.run([str(SCRIPTS / "stop-local.sh")], cwd=host, env=env, capture_output=True, text=True,
+                                 timeout=120)
+    assert stopped.returncode == 0 and "replica-1 stopped" in stopped.stdout, stopped.stderr
+
+
+def _config(where: Path, snaps: Path) -> str:
+    path = where / "knowledge.yaml"
+    path.write_text(yaml.safe_dump({"knowledge": {"expose": {"mcp": {"builtins": ["knowledge_search"]}},
+                                                  "publish": {"directory": str(snaps), "poll_interval": 0.2}}}))
+    return str(path)
