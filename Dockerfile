@@ -13,8 +13,9 @@ COPY config ./config
 COPY pipeline ./pipeline
 COPY workers ./workers
 COPY query ./query
+COPY cli ./cli
 RUN pip install . && useradd --system --uid 10001 --home-dir /data knowledge \
-    && mkdir -p /data && chown knowledge /data
+    && mkdir -p /data /published && chown knowledge /data /published
 
 USER knowledge
 WORKDIR /data

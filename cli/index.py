@@ -135,7 +135,8 @@ def print_enqueued(enqueued: Enqueued, as_json: bool) -> None:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Stop waiting for the run after SECONDS (exit 1); with a broker the run goes on in the workers.")
 @click.option("--publish", "publish", is_flag=True,
-              help="After a run that changed something, publish a generation (see `knowledge publish`).")
+              help="After a run that changed something, publish a generation (see `knowledge publish`; "
+                   "knowledge.publish.after_index: true does it always).")
 @pass_context
 def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: bool, detach: bool,
                   dry_run: bool, timeout: float | None, publish: bool) -> None:
@@ -145,6 +146,10 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     from workers.run import RunRequest
 
     settings = prologue(obj, as_json)
+    if not dry_run:
+        from pipeline.primary import refuse_replica
+
+        refuse_replica("index", settings)
     configure_logging("WARNING")
     configure_tracing("knowledge-cli")
     configure_metrics("knowledge-cli")  # OTLP only, when configured (a short-lived process is not scraped)
@@ -166,7 +171,7 @@ def index_command(obj: Context, paths: tuple[str, ...], reindex: bool, as_json: 
     print_summary(summary, as_json)
     if summary.state != "complete" or summary.counts.get("failed", 0):
         sys.exit(EXIT_FAILURE)
-    if publish and changed(summary):
+    if (publish or settings.publish.after_index) and changed(summary):
         from cli.publish import print_published, publish_store
 
         print_published(publish_store(settings, None, None), False, err=as_json)  # the summary owns stdout
@@ -242,7 +247,10 @@ def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) 
                 f"knowledge rm: argument {position} is empty (an unset variable, as in `knowledge rm \"$DOC\"`, "
                 "reads as nothing); name the document or directory to remove"
             )
+    from pipeline.primary import refuse_replica
+
     settings = prologue(obj, False)
+    refuse_replica("rm", settings)
     targets = removal_targets(settings, paths, prefix)
     wanted = [p for stored, _ in targets.values() for p in stored]
     if not force:
@@ -289,9 +297,11 @@ def _refuse_a_sweeping_removal(settings: Settings, wanted: list[str], subtree: b
 @pass_context
 def reset_command(obj: Context, force: bool) -> None:
     """Empty the index, keeping an empty store with its schema (the documents on disk are untouched)."""
+    from pipeline.primary import refuse_replica
     from workers.engine import open_engine
 
     settings = prologue(obj, False)
+    refuse_replica("reset", settings)
     if not force:
         raise UsageError(f"this deletes the index at {settings.db_path}; run `knowledge reset --force` to do it")
     with open_engine(settings) as engine:

@@ -84,10 +84,12 @@ def watch_command(obj: Context) -> None:
     """Watch knowledge.paths and index each change as it happens (in-process, or through the broker)."""
     from config.instruments import observe_watch_backlog
     from config.observability import configure_logging, configure_metrics, configure_tracing
+    from pipeline.primary import refuse_replica
     from workers.engine import open_engine
     from workers.watcher import EngineApply, Watcher, watch_lock
 
     settings = prologue(obj, False)
+    refuse_replica("watch", settings)
     configure_logging("INFO")
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # its own "N changes detected" per batch
     configure_tracing("knowledge-watch")

@@ -19,6 +19,7 @@ import yaml
 
 from config.errors import ConfigError
 from config.settings import (
+    CHECKPOINTS,
     FORMAT_NAMES,
     RERANK_SHAPES,
     BrokerSettings,
@@ -243,6 +244,9 @@ def _check_semantics(settings: Settings, path: Path | None) -> None:
         if not entry.strip():
             raise ConfigError(f"{where}: knowledge.paths[{i}] is empty; name a directory or file to index")
     _check_formats(settings.formats, where)
+    if settings.checkpoints not in CHECKPOINTS:
+        raise ConfigError(f"{where}: knowledge.checkpoints must be {' or '.join(CHECKPOINTS)}, got "
+                          f"{settings.checkpoints!r}")
     _check_mcp(settings.expose.mcp, where)
     if settings.broker is not None:
         problem = broker_url_problem(settings.broker.url)

@@ -14,6 +14,8 @@ RERANK_SHAPES = ("auto", "tei", "cohere")
 """The request shapes knowledge.rerank.shape names (query/reranker.py speaks them)."""
 FORMAT_NAMES = ("markdown", "text", "html", "mdx", "rst", "asciidoc", "org", "ipynb", "pdf", "docx")
 """The formats knowledge.formats may name (pipeline/formats is their registry; a test keeps them in step)."""
+CHECKPOINTS = ("sqlite", "litestream")
+"""Who checkpoints the store's WAL (knowledge.checkpoints): the writer's SQLite, or Litestream alone."""
 
 
 def _help(text: str) -> dict[str, str]:
@@ -137,6 +139,10 @@ class PublishSettings:
         default=2.0, metadata=_help("Seconds between a replica's looks for a newer generation, in DIR and "
                                     "(with --pull-from) at the primary (`2s` works too).")
     )
+    after_index: bool = field(
+        default=False, metadata=_help("Publish a generation after every index run that changed something "
+                                      "(as `index --publish` does).")
+    )
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,10 @@ class Settings:
     rm_max_percent: int = field(
         default=50, metadata=_help("Largest share of the store's documents (percent) `knowledge rm` removes without "
                                    "--force; a whole root always needs --force.")
+    )
+    checkpoints: str = field(
+        default="sqlite", metadata=_help("Who checkpoints the store's WAL: `sqlite` (the writer, every 1000 pages) or "
+                                         "`litestream` (the writer never does; `litestream replicate` must run).")
     )
     workers: int = field(default=2, metadata=_help("Ingest worker threads of the in-process default."))
     batch_files: int = field(default=32, metadata=_help("Files carried by one ingest message."))

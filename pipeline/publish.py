@@ -6,7 +6,8 @@ manifest (counts, vector identity, SHA-256 and size of the file). The copy is ma
 directory (`.tmp-*`), renamed into place, and only then is the manifest renamed in: a generation
 without a manifest (a publish killed midway) is never served, and nothing published is modified
 again. Pruning removes the oldest complete generations beyond `keep`, and the leftovers of killed
-publishes older than the newest complete generation, only after the new one is complete.
+publishes older than the newest complete generation (their temporary copies too), only after the new
+one is complete.
 """
 
 from __future__ import annotations
@@ -187,7 +188,35 @@ def prune(directory: Path, keep: int) -> list[int]:
             for inner in target.iterdir():
                 os.chmod(inner, 0o644)
             shutil.rmtree(target, ignore_errors=True)
+    _remove_temporaries(directory, newest)
     return removed
+
+
+def _remove_temporaries(directory: Path, newest: int) -> None:
+    """Remove what killed publishes left: `.tmp-N-PID` copies whose process is gone, `.tmp-gN.json` up to newest."""
+    for entry in directory.iterdir():
+        name = entry.name
+        if not name.startswith(TEMP_PREFIX):
+            continue
+        rest = name[len(TEMP_PREFIX):]
+        if rest.startswith("g") and rest.endswith(".json"):
+            if rest[1:-5].isdigit() and int(rest[1:-5]) <= newest:
+                entry.unlink(missing_ok=True)
+            continue
+        number, _, pid = rest.partition("-")
+        if number.isdigit() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host (a publish still writing its copy)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_manifest(directory: Path, generation: int) -> Manifest:

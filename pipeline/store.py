@@ -38,9 +38,11 @@ def _now() -> tuple[str, int]:
 class Store:
     """The writer's handle on knowledge.db: one connection, schema ensured on open."""
 
-    def __init__(self, db_path: Path, base: PathBase | None = None) -> None:
+    def __init__(self, db_path: Path, base: PathBase | None = None, checkpoints: bool = True) -> None:
         self.db_path = db_path
         self.conn = db.open_writer(db_path)
+        if not checkpoints:  # Litestream checkpoints the WAL itself, after it has copied the frames (docs/replicas.md)
+            self.conn.execute("PRAGMA wal_autocheckpoint = 0")
         if not schema.table_names(self.conn):
             schema.create(self.conn)
         if base is not None:  # the writer of an index run: bring an older format up to date (pipeline/migrations.py)

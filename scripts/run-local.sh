@@ -2,11 +2,16 @@
 # Start the distributed shape on one host without Docker: the same processes docker-compose.yml runs.
 #
 #   scripts/run-local.sh [--config FILE] [--workers N] [--threads T] [--no-serve] [--run-dir DIR]
+#                        [--replicas N --snapshots DIR [--replica-port P]] [--replicas-only]
 #
 # Starts, in this order, each in the background with its pid and log in the run directory:
-#   writer.pid  knowledge writer                       (the write queue, one thread, the store's lock)
-#   worker.pid  knowledge worker --processes N -t T    (the ingest and embed queues)
-#   serve.pid   knowledge serve                        (the query server; skipped with --no-serve)
+#   writer.pid     knowledge writer                       (the write queue, one thread, the store's lock)
+#   worker.pid     knowledge worker --processes N -t T    (the ingest and embed queues)
+#   serve.pid      knowledge serve                        (the query server; skipped with --no-serve)
+#   replica-I.pid  knowledge serve --snapshots DIR --port P+I-1, for I in 1..N (--replicas N): read
+#                  replicas of the generations `knowledge publish` (or index --publish) writes into
+#                  DIR, replica I on port P+I-1 (P: --replica-port, default 8090); --replicas-only
+#                  starts only these (a replica host, no writer or workers).
 # The broker and store come from the config as for any knowledge command (--config, or
 # KNOWLEDGE_CONFIG, KNOWLEDGE_BROKER_URL, KNOWLEDGE_STORE_DIR). Stop them with scripts/stop-local.sh.
 # Metrics (docs/observability.md): with KNOWLEDGE_METRICS_PORT=P the writer serves a Prometheus
@@ -26,6 +31,10 @@ threads=""
 serve=1
 run_dir="${KNOWLEDGE_RUN_DIR:-./.knowledge-run}"
 wait_s="${KNOWLEDGE_START_TIMEOUT:-30}"
+replicas=0
+snapshots=""
+replica_port=8090
+primary=1
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -34,7 +43,11 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --no-serve) serve=0; shift ;;
     --run-dir) run_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --replicas) replicas="$2"; shift 2 ;;
+    --snapshots) snapshots="$2"; shift 2 ;;
+    --replica-port) replica_port="$2"; shift 2 ;;
+    --replicas-only) primary=0; serve=0; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "run-local: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -42,10 +55,25 @@ done
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+if ! [[ "$replicas" =~ ^[0-9]+$ && "$replica_port" =~ ^[0-9]+$ ]]; then
+  echo "run-local: --replicas and --replica-port take a number, got $replicas and $replica_port" >&2
+  exit 2
+fi
+if (( replicas > 0 )) && [[ -z "$snapshots" ]]; then
+  echo "run-local: --replicas $replicas needs --snapshots DIR: the directory the primary publishes into" \
+    "(knowledge.publish.directory, or \`knowledge publish --to DIR\`)" >&2
+  exit 2
+fi
+if (( replicas == 0 && primary == 0 )); then
+  echo "run-local: --replicas-only starts nothing without --replicas N" >&2
+  exit 2
+fi
+
 mkdir -p "$run_dir"
-for name in writer worker serve; do
-  if [[ -f "$run_dir/$name.pid" ]] && alive "$(cat "$run_dir/$name.pid")"; then
-    echo "run-local: $name is already running (pid $(cat "$run_dir/$name.pid")); scripts/stop-local.sh first" >&2
+for pidfile in "$run_dir"/writer.pid "$run_dir"/worker.pid "$run_dir"/serve.pid "$run_dir"/replica-*.pid; do
+  name="$(basename "$pidfile" .pid)"
+  if [[ -f "$pidfile" ]] && alive "$(cat "$pidfile")"; then
+    echo "run-local: $name is already running (pid $(cat "$pidfile")); scripts/stop-local.sh first" >&2
     exit 75
   fi
 done
@@ -81,22 +109,26 @@ start() {
   echo "run-local: $name started (pid $pid, log $run_dir/$name.log)"
 }
 
-status=0
-metrics_port="${KNOWLEDGE_METRICS_PORT:-}"
-if [[ -n "$metrics_port" && "$metrics_port" != 0 ]]; then
-  KNOWLEDGE_METRICS_PORT="$metrics_port" start writer "writer started" "$knowledge" writer || status=$?
-else
-  start writer "writer started" "$knowledge" writer || status=$?
-fi
-if (( status != 0 )); then exit "$status"; fi
-worker_args=(worker --processes "$workers")
-if [[ -n "$threads" ]]; then worker_args+=(--threads "$threads"); fi
-worker_port="$metrics_port"
-if [[ -n "$metrics_port" && "$metrics_port" != 0 ]]; then worker_port=$((metrics_port + 1)); fi
-if ! KNOWLEDGE_METRICS_PORT="$worker_port" start worker "worker started" "$knowledge" "${worker_args[@]}"; then
-  "$here/stop-local.sh" --run-dir "$run_dir" >/dev/null
-  exit 1
-fi
+start_primary() {
+  local status=0
+  local metrics_port="${KNOWLEDGE_METRICS_PORT:-}"
+  if [[ -n "$metrics_port" && "$metrics_port" != 0 ]]; then
+    KNOWLEDGE_METRICS_PORT="$metrics_port" start writer "writer started" "$knowledge" writer || status=$?
+  else
+    start writer "writer started" "$knowledge" writer || status=$?
+  fi
+  if (( status != 0 )); then exit "$status"; fi
+  local worker_args=(worker --processes "$workers")
+  if [[ -n "$threads" ]]; then worker_args+=(--threads "$threads"); fi
+  local worker_port="$metrics_port"
+  if [[ -n "$metrics_port" && "$metrics_port" != 0 ]]; then worker_port=$((metrics_port + 1)); fi
+  if ! KNOWLEDGE_METRICS_PORT="$worker_port" start worker "worker started" "$knowledge" "${worker_args[@]}"; then
+    "$here/stop-local.sh" --run-dir "$run_dir" >/dev/null
+    exit 1
+  fi
+}
+
+if (( primary )); then start_primary; fi
 if (( serve )); then
   if "$knowledge" serve --help >/dev/null 2>&1; then
     KNOWLEDGE_METRICS_PORT="" start serve "" "$knowledge" serve || echo "run-local: the query server did not start; see $run_dir/serve.log" >&2
@@ -104,3 +136,13 @@ if (( serve )); then
     echo "run-local: this knowledge has no serve command yet; query server not started" >&2
   fi
 fi
+# The read replicas: each a `knowledge serve --snapshots DIR` on a port of its own, ready once it says
+# where it serves. One that does not start stops everything this script started (exit 1).
+for ((i = 1; i <= replicas; i++)); do
+  port=$((replica_port + i - 1))
+  if ! KNOWLEDGE_METRICS_PORT="" start "replica-$i" "knowledge: serving http" \
+      "$knowledge" serve --snapshots "$snapshots" --port "$port"; then
+    "$here/stop-local.sh" --run-dir "$run_dir" >/dev/null
+    exit 1
+  fi
+done

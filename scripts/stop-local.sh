@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stop what scripts/run-local.sh started: SIGTERM each recorded pid (the query server and workers
-# first, the writer last, so it applies what the workers staged), wait up to
+# Stop what scripts/run-local.sh started: SIGTERM each recorded pid (the read replicas, the query
+# server and workers first, the writer last, so it applies what the workers staged), wait up to
 # KNOWLEDGE_STOP_TIMEOUT seconds (default 40) for each, then SIGKILL a straggler.
 #
 #   scripts/stop-local.sh [--run-dir DIR]
@@ -19,9 +19,9 @@ done
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-for name in serve worker writer; do
-  pidfile="$run_dir/$name.pid"
+for pidfile in "$run_dir"/replica-*.pid "$run_dir"/serve.pid "$run_dir"/worker.pid "$run_dir"/writer.pid; do
   [[ -f "$pidfile" ]] || continue
+  name="$(basename "$pidfile" .pid)"
   pid="$(cat "$pidfile")"
   if kill -TERM "$pid" 2>/dev/null; then
     deadline=$((SECONDS + wait_s))

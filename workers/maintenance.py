@@ -55,7 +55,8 @@ class HeldStore:
     def store(self) -> Store:
         """The open store (opened, or created, on first use)."""
         if self._store is None:
-            self._store = Store(self.settings.db_path, PathBase.at(self.settings.path_base))
+            self._store = Store(self.settings.db_path, PathBase.at(self.settings.path_base),
+                                checkpoints=self.settings.checkpoints == "sqlite")
             if self.runtime is not None:
                 self.runtime.store = self._store
         return self._store

@@ -139,6 +139,7 @@ def _refused(run_cli, *args: str) -> str:
     ("  rerank:\n    url: http://127.0.0.1:8082/rerank\n    budget_ms: 0\n",
      "knowledge.rerank.budget_ms must be between 1 and 60000 (milliseconds), got 0"),
     ("  rerank:\n    model: m\n", "knowledge.rerank needs knowledge.rerank.url"),
+    ("  checkpoints: litestreem\n", "knowledge.checkpoints must be sqlite or litestream, got 'litestreem'"),
     ("  expose:\n    mcp:\n      builtins: [knowledge_serch]\n",
      ("builtins names 'knowledge_serch', which is not a tool knowledge serves "
       "(accepted: knowledge_search, knowledge_enumerate, knowledge_read)")),

@@ -63,6 +63,19 @@ def test_index_publish_publishes_only_after_a_run_that_changed_something(workdir
     assert pub.verify(directory, 1).documents == 4
 
 
+def test_publish_after_index_in_the_config_publishes_after_each_run_that_changed_something(
+        workdir: Path, run_cli: RunCli) -> None:
+    (workdir / "knowledge.yaml").write_text("knowledge:\n  paths: [docs]\n  publish:\n    after_index: true\n")
+    directory = _indexed(workdir, run_cli)
+    assert pub.generations(directory) == [1]
+    code, out, err = run_cli("index")
+    assert code == 0 and pub.generations(directory) == [1] and "published" not in out + err  # nothing changed
+    (workdir / "docs" / "new.md").write_text("# New\n\nnovelword\n")
+    code, out, err = run_cli("index")
+    assert code == 0 and "published: generation 2" in out, out + err
+    assert pub.verify(directory, 2).documents == 4
+
+
 def test_a_publish_killed_midway_leaves_no_generation_to_serve(workdir: Path, run_cli: RunCli) -> None:
     directory = _indexed(workdir, run_cli)
     assert run_cli("publish")[0] == 0

@@ -152,3 +152,27 @@ def test_a_second_writer_lock_is_refused_with_exit_code_75(tmp_path: Path) -> No
     assert info.value.exit_code == 75
     with WriteLock(tmp_path / "s"):
         pass
+
+
+def test_a_store_that_leaves_checkpoints_to_litestream_never_checkpoints_its_wal(tmp_path: Path) -> None:
+    db_path = tmp_path / "store" / "knowledge.db"
+    Store(db_path).close()
+    reader = db.connect_readonly(db_path)  # as Litestream does: a connection of its own, so closes do not checkpoint
+    writer = Store(db_path, checkpoints=False)
+    try:
+        assert writer.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        body = "\n\n".join(f"## Part {i}\n\n" + " ".join(f"w{i}x{j}" for j in range(400)) for i in range(40))
+        for n in range(30):  # well past SQLite's 1000-page threshold of WAL
+            writer.apply(_doc(f"docs/{n}.md", f"# Doc {n}\n\n{body}"))
+        pages = os.path.getsize(f"{db_path}-wal") // 4096
+        assert pages > 1000
+        busy, log, checkpointed = writer.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert (busy, log) == (0, checkpointed) and log >= 1000  # every frame was still waiting for a checkpoint
+    finally:
+        writer.close()
+        reader.close()
+    default = Store(db_path)
+    try:
+        assert default.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    finally:
+        default.close()

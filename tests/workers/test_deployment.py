@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,33 @@ def test_compose_runs_redis_scalable_workers_one_writer_and_the_query_server() -
         assert env["KNOWLEDGE_BROKER_URL"].startswith("redis://redis:6379/")
         assert env["KNOWLEDGE_STORE_DIR"] == "/data"  # one store path everywhere: one Redis namespace
         assert any(v.endswith(":/docs:ro") for v in services[name]["volumes"])
+
+
+def test_compose_scales_read_replicas_over_the_volume_the_index_runs_publish_into() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    replica = services["replica"]
+    assert replica["command"] == ["serve", "--snapshots", "/published"]
+    assert "published:/published:ro" in replica["volumes"]  # reads generations, never writes them
+    assert not any(v.startswith("store:") for v in replica["volumes"]) and "KNOWLEDGE_BROKER_URL" not in \
+        replica["environment"]  # needs neither the store nor Redis
+    assert "deploy" not in replica and "container_name" not in replica  # --scale replica=N works ...
+    assert replica["ports"] == ["127.0.0.1::8080"]  # ... each on a loopback host port of its own
+    for name in ("index", "publish"):  # the publisher: the store and the published volume, writable
+        assert {"store:/data", "published:/published"} <= set(services[name]["volumes"])
+    assert services["publish"]["command"] == ["publish"]
+    assert "published" in compose["volumes"]
+    settings = load_settings(str(REPO / "deploy" / "knowledge.yaml"), replica["environment"]["KNOWLEDGE_STORE_DIR"], {})
+    assert str(settings.publish_dir) == "/published" and settings.publish.after_index
+    assert str(settings.db_path) != "/data/knowledge/default/knowledge.db"  # so writes there are refused
+    assert "replica:8080" in settings.expose.mcp.allowed_hosts
+
+
+def test_the_image_copies_every_package_the_project_installs() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    for top in {name.split(".")[0] for name in packages}:
+        assert f"COPY {top} ./{top}" in dockerfile, f"the Dockerfile does not copy the {top} package"
 
 
 def test_the_compose_config_loads_with_the_broker_from_the_environment() -> None:
