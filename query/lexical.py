@@ -12,6 +12,7 @@ query without CJK characters takes exactly the porter path.
 from __future__ import annotations
 
 from pipeline.db import Connection
+from query.common_top import common_top_k
 from query.frequency import without_common
 from query.fusion import rrf
 from query.shaping import shaped_top_k
@@ -50,9 +51,10 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
     if not query.expression:
         return []
     if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
-        shaped = shaped_top_k(conn, query, limit, COLUMN_WEIGHTS)
-        if shaped is not None and (shaped.exact or UNPROVEN_SHAPED):
-            return shaped.rows
+        for plan in (common_top_k, shaped_top_k):
+            shaped = plan(conn, query, limit, COLUMN_WEIGHTS)
+            if shaped is not None and (shaped.exact or UNPROVEN_SHAPED):
+                return shaped.rows
         query = without_common(conn, query, limit)
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:

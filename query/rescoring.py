@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pipeline.db import Connection
+from pipeline.impacts import TableStats, varints
 from query.terms import quote
 from query.words import STEMMER
 
@@ -32,44 +33,6 @@ B = 0.75
 IDF_FLOOR = 1e-6
 MARK = "\x01"
 _RUN = re.compile(r"[^\W_]+")
-
-
-@dataclass(frozen=True)
-class TableStats:
-    """The porter table's row count and tokens per row, as bm25() reads them."""
-
-    rows: int
-    avgdl: float
-
-
-def varints(blob: bytes) -> list[int]:
-    """The SQLite varints packed in blob (FTS5's averages and docsize records)."""
-    values: list[int] = []
-    i, n = 0, len(blob)
-    while i < n:
-        value = 0
-        for step in range(9):
-            byte = blob[i]
-            i += 1
-            if step == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if byte < 0x80:
-                break
-        values.append(value)
-    return values
-
-
-def table_stats(conn: Connection) -> TableStats | None:
-    """N and avgdl of chunks_fts from its averages record (None for an empty table)."""
-    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-    if row is None:
-        return None
-    counts = varints(bytes(row[0]))
-    if not counts or counts[0] <= 0:
-        return None
-    return TableStats(counts[0], float(sum(counts[1:])) / float(counts[0]))
 
 
 def idf(rows: int, held: int) -> float:

@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pipeline.db import Connection
+from pipeline.impacts import TableStats, table_stats
 from query.frequency import frequencies
-from query.rescoring import TableStats, idf, row_counts, score, table_stats
+from query.rescoring import idf, row_counts, score
 from query.terms import LexicalQuery
 from query.topk import bound, pruned_top_k
 

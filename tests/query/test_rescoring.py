@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
+from pipeline import impacts
 from query import rescoring
 from query.frequency import frequencies
 from query.reader import Reader
@@ -42,7 +43,7 @@ def odd_store(tmp_path: Path) -> Settings:
 
 def _check(reader: Reader, texts: list[str]) -> int:
     """Assert every row's Python score equals FTS5's bm25 for each query text; the rows compared."""
-    stats = rescoring.table_stats(reader.conn)
+    stats = impacts.table_stats(reader.conn)
     assert stats is not None
     compared = 0
     for text in texts:
@@ -80,5 +81,5 @@ def test_scores_follow_a_write_on_the_same_connection(odd_store: Settings) -> No
 
 
 def test_varints_read_sqlites_encoding() -> None:
-    assert rescoring.varints(bytes([0x05, 0x81, 0x00, 0x7F])) == [5, 128, 127]
-    assert rescoring.varints(bytes([0xFF] * 8 + [0x01])) == [(1 << 64) - 255]
+    assert impacts.varints(bytes([0x05, 0x81, 0x00, 0x7F])) == [5, 128, 127]
+    assert impacts.varints(bytes([0xFF] * 8 + [0x01])) == [(1 << 64) - 255]
