@@ -11,6 +11,7 @@ from config.settings import Settings
 from pipeline import schema
 from pipeline.store import Store
 from query.common_top import common_top_k
+from query.frequency import frequencies, listed_counts
 from query.lexical import COLUMN_WEIGHTS, search_ids
 from query.reader import Reader
 from query.terms import build_query
@@ -79,3 +80,19 @@ def test_without_lists_or_with_exclusions_the_query_is_left_to_fts5(listed: Sett
         store.close()
     with Reader(listed) as reader:
         assert common_top_k(reader.conn, build_query("waa"), 10, COLUMN_WEIGHTS) is None
+
+
+def test_a_fresh_reader_takes_the_common_terms_counts_from_the_lists_and_they_are_the_vocabularys(
+        listed: Settings) -> None:
+    def vocabulary_counts(reader: Reader, terms: list[str]) -> dict[str, int]:
+        return {t: int(reader.conn.execute(f"SELECT doc FROM {schema.PORTER_VOCAB} WHERE term = ?",
+                                           (t,)).fetchone()[0]) for t in terms}
+
+    with Reader(listed) as reader:
+        terms = sorted(listed_counts(reader.conn))
+        assert terms and {t: n for t, n in frequencies(reader.conn, tuple(terms))[1].items()} == vocabulary_counts(
+            reader, terms)
+    assert not _run(listed, {"docs/new.md": "# waa\n\nwaa wab\n"})  # the stamp no longer holds
+    with Reader(listed) as reader:
+        assert listed_counts(reader.conn) == {}
+        assert dict(frequencies(reader.conn, tuple(terms))[1]) == vocabulary_counts(reader, terms)
