@@ -15,6 +15,7 @@ lists' record while it is current (one statement for all of them).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from dataclasses import dataclass, field, replace
@@ -80,6 +81,16 @@ def listed_counts(conn: Connection) -> dict[str, int]:
         return {str(t): int(n) for t, n in conn.execute(f"SELECT term, held FROM {impacts.FLOORS}")}
     except OperationalError:  # a store without the lists' tables
         return {}
+
+
+def prime(conn: Connection) -> int:
+    """Fill conn's cache before the first query (a server's warm-up): the counts, and the lists' pages read; how many
+    counts it holds."""
+    frequencies(conn, ())
+    with contextlib.suppress(OperationalError):  # a store without the lists
+        conn.execute(f"SELECT count(*), sum(chunk_id) FROM {impacts.IMPACTS}").fetchone()
+    cache = _caches.get(conn)
+    return len(cache.frequencies) if cache is not None else 0
 
 
 def common_terms(conn: Connection, terms: tuple[str, ...]) -> set[str]:

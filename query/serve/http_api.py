@@ -244,6 +244,8 @@ def build_app(
     when replica is given)."""
     # one ReadIndex for every request: MCP, /v1 and the page
     service = QueryService.shared(settings) if replica is None else QueryService(settings, replica)
+    if replica is None:
+        service.warm()  # the first request finds a Reader open and its caches full; any meanwhile opens its own
     server = build_server(settings, warn=warn, service=service)
     served = tuple(tool.name for tool in tools.exposure(settings).served)
     api = JsonApi(settings, served, service, replica)
