@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.db import Connection
@@ -59,11 +59,12 @@ def row_counts(conn: Connection, terms: Sequence[str], ids: Sequence[int],
         f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({marks})", tuple(ids))}
     texts = [(int(r[0]), _runs(str(r[1])), _runs(str(r[2]))) for r in conn.execute(
         f"SELECT id, body, heading_path FROM chunks WHERE id IN ({marks})", tuple(ids)) if int(r[0]) in sizes]
-    _learn(run for _, body, heading in texts for run in (*body, *heading))
+    known = _learn(set().union(*(c for _, body, heading in texts for c in (body, heading))))
+    split = _Split(known, set(wanted))
     found: dict[int, RowCounts] = {}
     for cid, *runs in texts:
         size = sizes[cid][:2]
-        columns = [_counted(r, set(wanted)) for r in runs]
+        columns = [split.counted(r) for r in runs]
         if [n for _, n in columns] != size:
             columns = [(_counted_by_fts(conn, cid, terms, wanted, col), size[col]) for col in range(2)]
         freq = tuple(float(sum(w * c.get(stem, 0) for w, (c, _) in zip(weights, columns, strict=True)))
@@ -81,24 +82,44 @@ def _runs(text: str) -> Counter[str]:
     return Counter(_RUN.findall(text.lower() if text.isascii() else text))
 
 
-def _learn(runs: Iterable[str]) -> None:
-    """Put the porter stem of every run not yet known into the module's cache, in one tokenizer call."""
-    missing = {r for r in runs if r not in _STEMS}
-    if not missing:
-        return
-    if len(_STEMS) + len(missing) > _STEMS_MAX:
-        _STEMS.clear()
-    _STEMS.update(STEMMER.stems(missing))
+def _learn(runs: set[str]) -> dict[str, str]:
+    """The porter stem of every run, those not yet known found in one tokenizer call (and cached)."""
+    missing = runs.difference(_STEMS)
+    if missing:
+        if len(_STEMS) + len(missing) > _STEMS_MAX:
+            _STEMS.clear()
+            missing = runs
+        _STEMS.update(STEMMER.stems(missing))
+    return {run: _STEMS[run] for run in runs}
 
 
-def _counted(runs: Counter[str], wanted: set[str]) -> tuple[Counter[str], int]:
+class _Split:
+    """How unicode61 + porter split the runs of some rows: the runs of a wanted stem, the runs not one token."""
+
+    def __init__(self, known: dict[str, str], wanted: set[str]) -> None:
+        self.known = known
+        self.wanted = wanted
+        self.forms = [(run, stem) for run, stem in known.items() if stem in wanted]
+        self.odd = {run for run, stem in known.items() if not stem or " " in stem}
+
+    def counted(self, runs: Counter[str]) -> tuple[Counter[str], int]:
+        """(the instances of each wanted stem, the token count) of one column's runs."""
+        if self.odd and not self.odd.isdisjoint(runs):
+            return _counted(runs, self.wanted, self.known)
+        counted: Counter[str] = Counter()
+        for run, stem in self.forms:
+            n = runs.get(run)
+            if n:
+                counted[stem] += n
+        return counted, sum(runs.values())
+
+
+def _counted(runs: Counter[str], wanted: set[str], known: dict[str, str]) -> tuple[Counter[str], int]:
     """(the instances of each wanted stem, the token count) of one column's runs, as unicode61 + porter split them."""
     counted: Counter[str] = Counter()
     tokens = 0
     for run, n in runs.items():
-        stem = _STEMS.get(run)
-        if stem is None:  # the cache was cleared meanwhile: count it by the tokenizer
-            stem = STEMMER.stems([run])[run]
+        stem = known[run]
         if " " in stem or not stem:
             parts = stem.split()
             tokens += n * len(parts)
