@@ -118,9 +118,13 @@ class Served:
                                      env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        self.health_s = self._wait_health(started)
-        if not self.search(first_query):
-            raise RuntimeError(f"knowledge serve found nothing for {first_query!r}: is it serving {base}?")
+        try:
+            self.health_s = self._wait_health(started)
+            if not self.search(first_query):
+                raise RuntimeError(f"knowledge serve found nothing for {first_query!r}: is it serving {base}?")
+        except BaseException:
+            self.close()
+            raise
         self.first_answer_s = time.perf_counter() - started
 
     def _wait_health(self, started: float) -> float:
