@@ -149,8 +149,14 @@ class Served:
         return None, time.clock_gettime(clock) - before
 
     def search(self, text: str) -> int:
-        self.conn.request("GET", "/v1/search?" + urllib.parse.urlencode({"q": text, "top_k": 10}))
-        response = self.conn.getresponse()
+        path = "/v1/search?" + urllib.parse.urlencode({"q": text, "top_k": 10})
+        try:
+            self.conn.request("GET", path)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionError):  # the server's keep-alive ran out: once more
+            self.conn.close()
+            self.conn.request("GET", path)
+            response = self.conn.getresponse()
         body = response.read()
         if response.status != 200:
             raise RuntimeError(f"/v1/search answered {response.status}: {body[:200]!r}")
