@@ -113,6 +113,11 @@ def _pin_policy(conn: Connection, base: PathBase) -> None:
                      [(formats.policy_of(path), doc_id) for doc_id, path in rows])
 
 
+def _add_impacts(conn: Connection, base: PathBase) -> None:
+    """Format 6 kept no impact lists; create their tables (empty: the run's end makes the lists)."""
+    schema.ensure(conn)
+
+
 STEPS = (
     Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
     Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
@@ -122,6 +127,8 @@ STEPS = (
                                   " (rebuilt from the sections; nothing is read again)"),
     Step(5, 6, _pin_policy, "records each document's chunk policy (format, extractor and chunker versions;"
                             " nothing is read again)"),
+    Step(6, 7, _add_impacts, "keeps each common word's best sections for one-word searches (made at the run's end;"
+                             " nothing is read again)"),
 )
 _BY_SOURCE = {step.source: step for step in STEPS}
 

@@ -18,7 +18,7 @@ from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline import identifiers
 from pipeline.db import Connection
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 # The oldest format the writer of an index run migrates (pipeline/migrations.py holds one step per
 # format from here to FORMAT_VERSION); an older store is refused with `knowledge reset --force`.
 MIGRATES_FROM = 1
@@ -48,6 +48,10 @@ IDENTIFIER_COLUMNS = ("body_identifiers", "heading_identifiers")
 ADD_IDENTIFIERS_DDL = tuple(f"ALTER TABLE chunks ADD COLUMN {c} TEXT NOT NULL DEFAULT ''" for c in IDENTIFIER_COLUMNS)
 _EXACT_BODY = identifiers.exact_sql("{row}body", "{row}body_identifiers")
 _EXACT_HEADING = identifiers.exact_sql("{row}heading_path", "{row}heading_identifiers")
+
+# The impact lists of the common porter terms (pipeline/impacts.py), derived from chunks_fts; format 7.
+IMPACTS = "lexical_impacts"
+IMPACT_FLOORS = "lexical_impact_terms"
 
 TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")  # keep every FTS table in step with chunks
 
@@ -184,6 +188,18 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
 {_UNINDEX_OLD}END;
 CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
 {_UNINDEX_OLD}{_INDEX_NEW}END;
+CREATE TABLE IF NOT EXISTS {IMPACTS} (
+    term     TEXT NOT NULL,
+    rank     INTEGER NOT NULL,
+    chunk_id INTEGER NOT NULL,
+    score    REAL NOT NULL,
+    PRIMARY KEY (term, rank)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {IMPACT_FLOORS} (
+    term  TEXT PRIMARY KEY,
+    held  INTEGER NOT NULL,
+    floor REAL NOT NULL
+) WITHOUT ROWID;
 """
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.errors import StoreError
-from pipeline import db, front_matter, integrity, migrations, schema
+from pipeline import db, front_matter, impacts, integrity, migrations, schema
 from pipeline.identifiers import identifiers
 from pipeline.models import Document
 from pipeline.paths import PathBase
@@ -188,6 +188,11 @@ class Store:
         with db.translating_damage(self.db_path):
             self.conn.execute("PRAGMA incremental_vacuum").fetchall()  # each step frees one page: run it out
         return True
+
+    def refresh_impacts(self) -> bool:
+        """Make the common terms' impact lists again when the run changed enough rows (pipeline/impacts.py)."""
+        with self.transaction() as conn:
+            return impacts.refresh(conn)
 
     def document_count(self) -> int:
         """Number of documents stored."""

@@ -9,16 +9,18 @@ kept; and only when some rarer term alone fills the requested number of results,
 results are exactly those of the full query (a row with a rare term always outscores a row with
 only common ones). Document frequencies come from a temp fts5vocab view of the porter table (one of
 pipeline/schema.py's READER_TEMP_DDL, on every Reader's connection) and are cached per connection
-until another connection commits.
+until another connection commits; the common terms' counts, the costly ones, come from the impact
+lists' record while it is current (one statement for all of them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from dataclasses import dataclass, field, replace
 
-from pipeline import schema
+from pipeline import impacts, schema
 from pipeline.db import Connection, OperationalError
 from query.terms import LexicalQuery
 from query.words import STEMMER
@@ -49,6 +51,7 @@ def frequencies(conn: Connection, terms: tuple[str, ...]) -> tuple[int, dict[str
                 cache.version = version
                 cache.rows = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
                 cache.frequencies.clear()
+                cache.frequencies.update(listed_counts(conn))
             stems = STEMMER.stems(terms)
             found: dict[str, int | None] = {}
             for term in terms:
@@ -63,6 +66,31 @@ def frequencies(conn: Connection, terms: tuple[str, ...]) -> tuple[int, dict[str
             return cache.rows, found
     except OperationalError:  # no vocabulary view on this connection: keep every term
         return 0, {}
+
+
+def listed_counts(conn: Connection) -> dict[str, int]:
+    """The document counts the impact lists recorded (pipeline/impacts.py), while their stamp is the table's.
+
+    These are the common terms, whose counts FTS5's vocabulary finds by walking their long doclists
+    (tens of milliseconds each at a million chunks): a fresh Reader reads them here in one statement.
+    """
+    try:
+        made = impacts.Stamp.parse(schema.meta_value(conn, impacts.STAMP_KEY))
+        if made is None or made != impacts.current_stamp(conn):
+            return {}
+        return {str(t): int(n) for t, n in conn.execute(f"SELECT term, held FROM {impacts.FLOORS}")}
+    except OperationalError:  # a store without the lists' tables
+        return {}
+
+
+def prime(conn: Connection) -> int:
+    """Fill conn's cache before the first query (a server's warm-up): the counts, and the lists' pages read; how many
+    counts it holds."""
+    frequencies(conn, ())
+    with contextlib.suppress(OperationalError):  # a store without the lists
+        conn.execute(f"SELECT count(*), sum(chunk_id) FROM {impacts.IMPACTS}").fetchone()
+    cache = _caches.get(conn)
+    return len(cache.frequencies) if cache is not None else 0
 
 
 def common_terms(conn: Connection, terms: tuple[str, ...]) -> set[str]:

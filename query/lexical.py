@@ -12,15 +12,21 @@ query without CJK characters takes exactly the porter path.
 from __future__ import annotations
 
 from pipeline.db import Connection
+from query.common_top import common_top_k
 from query.filters import Allowed
 from query.frequency import without_common
 from query.fusion import rrf
+from query.shaping import shaped_top_k
 from query.terms import TRIGRAM, LexicalQuery, quote, trigrams
 from query.topk import exact_top_k
 
 FANOUT = 50
 HEADING_WEIGHT = 2.0
 WEIGHTS = f"1.0, {HEADING_WEIGHT}"  # bm25()'s column weights: body, heading_path
+COLUMN_WEIGHTS = (1.0, HEADING_WEIGHT)
+# Whether a shaped answer the bound could not prove (query/shaping.py) is served: the best of the
+# re-scored candidates, every score exact, measured against the full query in bench/RESULTS.md.
+UNPROVEN_SHAPED = True
 
 
 def search_ids(conn: Connection, query: LexicalQuery, limit: int = FANOUT,
@@ -44,6 +50,10 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
     if not query.expression:
         return []
     if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
+        for plan in (common_top_k, shaped_top_k):
+            shaped = plan(conn, query, limit, COLUMN_WEIGHTS)
+            if shaped is not None and (shaped.exact or UNPROVEN_SHAPED):
+                return shaped.rows
         query = without_common(conn, query, limit)
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:

@@ -18,9 +18,10 @@ keeps it). Thread-safe: each Reader serves one request at a time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -72,6 +73,24 @@ class ReadIndex:
             raise
         finally:
             self._give_back(kept, done)
+
+    def warm(self, prime: Callable[[Reader], object] | None = None) -> threading.Thread:
+        """Open one Reader in the background, run prime on it, and keep it for the first request.
+
+        A server calls this as it starts, so its first request pays neither the open nor the caches'
+        filling. A request that comes meanwhile is not held up: the pool is empty, so it opens a
+        Reader of its own and answers. A warm-up that fails leaves nothing kept; the first request
+        then meets the same failure and reports it as any request does.
+        """
+        def run() -> None:
+            with contextlib.suppress(Exception):  # the requests report what went wrong, with context
+                with self.reader() as reader:
+                    if reader is not None and prime is not None:
+                        prime(reader)
+
+        thread = threading.Thread(target=run, name="knowledge-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def _lend(self) -> _Kept | None:
         """A checked idle Reader, else a new one (None when the index was never built)."""

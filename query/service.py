@@ -11,6 +11,7 @@ turns them into error answers.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
@@ -55,6 +56,12 @@ class QueryService:
     def shared(cls, settings: Settings) -> QueryService:
         """A service for a server: its Readers and their caches are kept across requests."""
         return cls(settings, ReadIndex(settings, keep=KEEP_READERS))
+
+    def warm(self) -> threading.Thread:
+        """Open a Reader and fill the lexical caches in the background (a server's start): see ReadIndex.warm."""
+        from query.frequency import prime
+
+        return self.index.warm(lambda reader: prime(reader.conn))
 
     def close(self) -> None:
         """Close the Readers kept between requests."""

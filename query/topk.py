@@ -66,7 +66,7 @@ def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str)
         return None
     conn.execute("BEGIN")
     try:
-        return _pruned(conn, query, limit, weights)
+        return pruned_top_k(conn, query, limit, weights)
     finally:
         _end(conn)
 
@@ -77,7 +77,10 @@ def _end(conn: Connection) -> None:
         conn.execute("COMMIT")
 
 
-def _pruned(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
+def pruned_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
+    """exact_top_k inside the caller's read transaction (None: run the full query)."""
+    if not 2 <= len(query.terms) <= MAX_TERMS:
+        return None
     terms = query.terms
     rows, found = frequencies(conn, terms)
     counts = {t: found.get(t) for t in terms}

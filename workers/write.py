@@ -116,6 +116,7 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
             removed = len(store.remove(ledger.removals(run_id)))
             span.set_attribute("knowledge.removed", removed)
         embed.refresh_codes(runtime, run_id)
+        store.refresh_impacts()
         files, chunks = store.totals()
     except (KnowledgeError, DatabaseError) as exc:
         ledger.finish(run_id, "failed", removed, 0, 0, f"prune failed: {exc}")

@@ -249,6 +249,8 @@ def build_app(
     when replica is given)."""
     # one ReadIndex for every request: MCP, /v1 and the page
     service = QueryService.shared(settings) if replica is None else QueryService(settings, replica)
+    if replica is None:
+        service.warm()  # the first request finds a Reader open and its caches full; any meanwhile opens its own
     generation = replica.answered_from if replica is not None else None  # a replica's answers name their generation
     server = build_server(settings, warn=warn, service=service, generation=generation)
     served = tuple(tool.name for tool in tools.exposure(settings).served)

@@ -35,6 +35,13 @@ _FORMAT_4_OLD = (
     " cjk) SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';")
 
 
+def _as_format_6(conn: db.Connection, workdir: Path) -> None:
+    """Undo 6 -> 7: no impact lists."""
+    for table in (schema.IMPACTS, schema.IMPACT_FLOORS):
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("DELETE FROM meta WHERE key LIKE 'impacts_%'")
+
+
 def _as_format_5(conn: db.Connection, workdir: Path) -> None:
     """Undo 5 -> 6: no chunk policy per document."""
     conn.execute("ALTER TABLE documents DROP COLUMN policy")
@@ -86,7 +93,7 @@ def _as_format_1(conn: db.Connection, workdir: Path) -> None:
 # The inverse of each step, by its source format: a store of format N is the current one taken back
 # through every step from the current format down to N.
 UNDO: dict[int, Callable[[db.Connection, Path], None]] = {
-    5: _as_format_5, 4: _as_format_4, 3: _as_format_3, 2: _as_format_2, 1: _as_format_1,
+    6: _as_format_6, 5: _as_format_5, 4: _as_format_4, 3: _as_format_3, 2: _as_format_2, 1: _as_format_1,
 }
 OLDER = list(range(schema.MIGRATES_FROM, schema.FORMAT_VERSION))
 
@@ -149,6 +156,7 @@ def test_a_store_of_each_older_format_is_refused_then_migrated_to_the_current_by
         schema.check(conn, db_path)
         assert not {*schema.LEGACY_CODE_TABLES, schema.LEGACY_CODES_TRIGGER} & schema.table_names(conn)
         assert schema.meta_value(conn, schema.VECTOR_CODES_KEY) is None
+        assert schema.meta_value(conn, "impacts_stamp")  # the run's end made the impact lists
     finally:
         conn.close()
     code, out, err = run_cli("sources", "--json")

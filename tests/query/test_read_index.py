@@ -126,3 +126,31 @@ def test_an_empty_answer_checks_the_store_once_per_version_and_damage_committed_
         writer.close()
     with pytest.raises(StoreDamaged, match="chunks_fts indexes 0 of 1 sections"):
         service.search(SearchRequest("alpha"))
+
+
+def test_a_warm_up_keeps_one_primed_reader_for_the_first_request(shared) -> None:
+    _, service = shared
+    service.warm().join(timeout=60)
+    kept = [k.reader for k in service.index._idle]
+    assert len(kept) == 1
+    assert _paths(service, "alpha") == ["docs/a.md"]
+    assert [k.reader for k in service.index._idle] == kept  # the first request was lent the warmed Reader
+
+
+def test_a_request_during_the_warm_up_is_answered_not_held_or_refused(shared) -> None:
+    _, service = shared
+    started, release = threading.Event(), threading.Event()
+
+    def slow_prime(reader: object) -> None:  # a warm-up that takes long: it waits for the test
+        started.set()
+        release.wait(timeout=60)
+
+    warming = service.index.warm(slow_prime)
+    assert started.wait(timeout=60)
+    try:
+        assert _paths(service, "alpha") == ["docs/a.md"]  # answered while the warm-up still holds its Reader
+        assert warming.is_alive()
+    finally:
+        release.set()
+    warming.join(timeout=60)
+    assert len(service.index._idle) == 2  # the request's Reader and the warmed one are both kept

@@ -1,0 +1,141 @@
+"""The top k of a query made only of common words, from the writer's impact lists (pipeline/impacts.py).
+
+Every term of such a query has a list of its best rows by its own bm25 and a floor no row outside
+the list exceeds for it. BM25 is a sum over the query's phrases, so a row scores at most the sum,
+over the terms, of its listed score where it is listed and the floor where not; a row in no list
+at most the floors' sum. The candidates (the lists' rows) are taken by that bound, best first, and
+re-scored exactly outside FTS5 (query/rescoring.py) in batches, until the k-th exact score reaches
+the next candidate's bound and the floors' sum: then no row left out can enter the top k.
+
+That holds while the lists' stamp is the table's (same rows, same tokens, no chunk written since).
+A one-word query is then its list, scores and all (they are the bm25() values a one-word MATCH
+gives). After a smaller run than a refresh needs, the rows written since (chunk ids above the
+stamp's) join the candidates, every candidate is re-scored with today's statistics, and the answer
+is flagged unproven: the lists may have missed a row whose score moved. Without lists for every
+term (a store not yet refreshed, a rarer word), or with excluded words, None leaves it to FTS5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeline import impacts, schema
+from pipeline.db import Connection, OperationalError
+from query.frequency import frequencies
+from query.rescoring import idf, row_counts, score
+from query.shaping import Shaped
+from query.terms import LexicalQuery
+from query.words import STEMMER
+
+BATCH = 64
+MAX_NEW_ROWS = 2000  # more rows written since the stamp than this: leave it to FTS5
+MAX_TERMS = 6
+MAX_RESCORED = 256  # past this many rows re-scored in Python, FTS5's own plan is as cheap
+
+
+def common_top_k(conn: Connection, query: LexicalQuery, limit: int,
+                 weights: Sequence[float]) -> Shaped | None:
+    """query's top limit (rowid, bm25) from the impact lists, or None when they cannot answer it."""
+    if query.excluded or not 1 <= len(query.terms) <= MAX_TERMS or limit > impacts.LIST_ROWS:
+        return None
+    if conn.in_transaction:
+        return None
+    conn.execute("BEGIN")
+    try:
+        return _answer(conn, query, limit, weights)
+    except OperationalError:  # a store of an older format: no lists to read
+        return None
+    finally:
+        _end(conn)
+
+
+def _end(conn: Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("COMMIT")
+
+
+def _answer(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float]) -> Shaped | None:
+    if schema.meta_value(conn, impacts.WEIGHTS_KEY) != ",".join(str(float(w)) for w in weights):
+        return None
+    made = impacts.Stamp.parse(schema.meta_value(conn, impacts.STAMP_KEY))
+    now = impacts.current_stamp(conn)
+    if made is None or now is None:
+        return None
+    stems = STEMMER.stems(query.terms)
+    lists = _lists(conn, sorted({stems[t] for t in query.terms}))
+    if lists is None:
+        return None
+    unchanged = made == now
+    if unchanged and len({stems[t] for t in query.terms}) == 1 and len(query.terms) == 1:
+        listed, _ = lists[stems[query.terms[0]]]
+        return Shaped([(cid, -value) for cid, value in listed[:limit]], True)
+    return _by_bound(conn, query, limit, weights, lists, [stems[t] for t in query.terms], made, unchanged)
+
+
+def _lists(conn: Connection, stems: list[str]) -> dict[str, tuple[list[tuple[int, float]], float]] | None:
+    """Each stem's listed (chunk id, score) best first and its floor; None when a stem has no list."""
+    found: dict[str, tuple[list[tuple[int, float]], float]] = {}
+    for stem in stems:
+        floor = conn.execute(f"SELECT floor FROM {impacts.FLOORS} WHERE term = ?", (stem,)).fetchone()
+        if floor is None:
+            return None
+        rows = conn.execute(f"SELECT chunk_id, score FROM {impacts.IMPACTS} WHERE term = ? ORDER BY rank",
+                            (stem,)).fetchall()
+        found[stem] = ([(int(r[0]), float(r[1])) for r in rows], float(floor[0]))
+    return found
+
+
+def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float],
+              lists: dict[str, tuple[list[tuple[int, float]], float]], stems: list[str],
+              made: impacts.Stamp, unchanged: bool) -> Shaped | None:
+    bounds, known = _bounds(lists, stems, unchanged)
+    floors = sum(lists[s][1] for s in stems)
+    if not unchanged:
+        new = [int(r[0]) for r in conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid > ? LIMIT ?",
+            (query.expression, made.top, MAX_NEW_ROWS + 1))]
+        if len(new) > MAX_NEW_ROWS:
+            return None
+        bounds.update(dict.fromkeys(new, float("inf")))
+    order = sorted(bounds, key=lambda cid: (-bounds[cid], cid))
+    if len(order) < limit or bounds[order[limit - 1]] < floors:
+        return None  # not even the best bounds reach the floors: the lists cannot prove any k rows
+    stats = impacts.table_stats(conn)
+    _, held = frequencies(conn, query.terms)
+    if stats is None or any(held.get(t) is None for t in query.terms):
+        return None
+    idfs = [idf(stats.rows, int(held[t] or 0)) for t in query.terms]
+    scored: list[tuple[int, float]] = []
+    rescored = 0
+    for start in range(0, len(order), BATCH):
+        batch = order[start:start + BATCH]
+        unknown = [cid for cid in batch if cid not in known]
+        rescored += len(unknown)
+        if rescored > MAX_RESCORED:
+            return None
+        counts = row_counts(conn, query.terms, unknown, weights) if unknown else {}
+        found = [(cid, score(stats, idfs, c)) for cid, c in counts.items()]
+        scored = sorted([*scored, *found, *((cid, known[cid]) for cid in batch if cid in known)],
+                        key=lambda item: (item[1], item[0]))
+        following = bounds[order[start + BATCH]] if start + BATCH < len(order) else 0.0
+        if len(scored) >= limit and -scored[limit - 1][1] >= max(following, floors):
+            return Shaped(scored[:limit], unchanged)
+    return None
+
+
+def _bounds(lists: dict[str, tuple[list[tuple[int, float]], float]], stems: list[str],
+            unchanged: bool) -> tuple[dict[int, float], dict[int, float]]:
+    """Each listed row's bound (its listed score for each term listing it, the floor for the others), and
+    the bm25 of the rows every term lists, when the stamp holds (the listed scores summed in phrase order:
+    the very operations FTS5 does)."""
+    listed = {stem: dict(rows) for stem, (rows, _) in lists.items()}
+    bounds: dict[int, float] = {}
+    known: dict[int, float] = {}
+    for cid in {cid for stem in stems for cid in listed[stem]}:
+        bounds[cid] = sum(listed[stem].get(cid, lists[stem][1]) for stem in stems)
+        if unchanged and all(cid in listed[stem] for stem in stems):
+            total = 0.0
+            for stem in stems:
+                total += listed[stem][cid]
+            known[cid] = -1.0 * total
+    return bounds, known

@@ -1,0 +1,152 @@
+"""FTS5's bm25() of chosen rows, computed outside FTS5 from the store's own term statistics, to the bit.
+
+FTS5 scores a row by, for each phrase i of the expression in order,
+`score += idf_i * (f_i * (k1 + 1)) / (f_i + k1 * (1 - b + b * D / avgdl))` and returns `-score`, where
+f_i is the row's column-weighted count of the phrase's instances, D the row's token count (all
+columns), avgdl the table's tokens per row, and `idf_i = log((N - n_i + 0.5) / (n_i + 0.5))` (clamped
+to 1e-6 when not positive) with n_i the rows holding the phrase and N the row count (fts5_aux.c).
+
+Every input is read from what FTS5 itself stores: N and the column totals from the table's averages
+record, D per column from its docsize table, n_i from the porter vocabulary (query/frequency.py).
+f_i is counted in Python: the row's text is split into letter/digit runs and each run's stem comes
+from SQLite's own porter tokenizer (query/words.py's STEMMER). The split is checked against the
+docsize counts FTS5 wrote for that row; a row whose counts differ (text unicode61 splits otherwise)
+is counted by FTS5 instead, through highlight() over a MATCH of one term on that rowid. The sum runs
+in the expression's phrase order with the same double operations, so the score equals bm25()'s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.db import Connection
+from pipeline.impacts import TableStats, varints
+from query.terms import quote
+from query.words import STEMMER
+
+K1 = 1.2
+B = 0.75
+IDF_FLOOR = 1e-6
+MARK = "\x01"
+_RUN = re.compile(r"[^\W_]+")
+
+
+def idf(rows: int, held: int) -> float:
+    """FTS5's IDF of a phrase held by `held` of `rows` rows."""
+    value = math.log((rows - held + 0.5) / (held + 0.5))
+    return value if value > 0.0 else IDF_FLOOR
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """One row's token count (all columns) and the weighted instance count of each query term."""
+
+    tokens: int
+    freq: tuple[float, ...]
+
+
+def row_counts(conn: Connection, terms: Sequence[str], ids: Sequence[int],
+               weights: Sequence[float]) -> dict[int, RowCounts]:
+    """Each id's RowCounts for terms (ids that are not rows of the table are left out)."""
+    stems = STEMMER.stems(terms)
+    wanted = [stems[t] for t in terms]
+    marks = ",".join("?" * len(ids))
+    sizes = {int(r[0]): varints(bytes(r[1])) for r in conn.execute(
+        f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({marks})", tuple(ids))}
+    texts = [(int(r[0]), _runs(str(r[1])), _runs(str(r[2]))) for r in conn.execute(
+        f"SELECT id, body, heading_path FROM chunks WHERE id IN ({marks})", tuple(ids)) if int(r[0]) in sizes]
+    known = _learn(set().union(*(c for _, body, heading in texts for c in (body, heading))))
+    split = _Split(known, set(wanted))
+    found: dict[int, RowCounts] = {}
+    for cid, *runs in texts:
+        size = sizes[cid][:2]
+        columns = [split.counted(r) for r in runs]
+        if [n for _, n in columns] != size:
+            columns = [(_counted_by_fts(conn, cid, terms, wanted, col), size[col]) for col in range(2)]
+        freq = tuple(float(sum(w * c.get(stem, 0) for w, (c, _) in zip(weights, columns, strict=True)))
+                     for stem in wanted)
+        found[cid] = RowCounts(sum(size), freq)
+    return found
+
+
+_STEMS: dict[str, str] = {}
+_STEMS_MAX = 200_000
+
+
+def _runs(text: str) -> Counter[str]:
+    """text's letter/digit runs, counted; an ASCII text lower-cased first (unicode61 folds ASCII case so)."""
+    return Counter(_RUN.findall(text.lower() if text.isascii() else text))
+
+
+def _learn(runs: set[str]) -> dict[str, str]:
+    """The porter stem of every run, those not yet known found in one tokenizer call (and cached)."""
+    missing = runs.difference(_STEMS)
+    if missing:
+        if len(_STEMS) + len(missing) > _STEMS_MAX:
+            _STEMS.clear()
+            missing = runs
+        _STEMS.update(STEMMER.stems(missing))
+    return {run: _STEMS[run] for run in runs}
+
+
+class _Split:
+    """How unicode61 + porter split the runs of some rows: the runs of a wanted stem, the runs not one token."""
+
+    def __init__(self, known: dict[str, str], wanted: set[str]) -> None:
+        self.known = known
+        self.wanted = wanted
+        self.forms = [(run, stem) for run, stem in known.items() if stem in wanted]
+        self.odd = {run for run, stem in known.items() if not stem or " " in stem}
+
+    def counted(self, runs: Counter[str]) -> tuple[Counter[str], int]:
+        """(the instances of each wanted stem, the token count) of one column's runs."""
+        if self.odd and not self.odd.isdisjoint(runs):
+            return _counted(runs, self.wanted, self.known)
+        counted: Counter[str] = Counter()
+        for run, stem in self.forms:
+            n = runs.get(run)
+            if n:
+                counted[stem] += n
+        return counted, sum(runs.values())
+
+
+def _counted(runs: Counter[str], wanted: set[str], known: dict[str, str]) -> tuple[Counter[str], int]:
+    """(the instances of each wanted stem, the token count) of one column's runs, as unicode61 + porter split them."""
+    counted: Counter[str] = Counter()
+    tokens = 0
+    for run, n in runs.items():
+        stem = known[run]
+        if " " in stem or not stem:
+            parts = stem.split()
+            tokens += n * len(parts)
+            for part in parts:
+                if part in wanted:
+                    counted[part] += n
+            continue
+        tokens += n
+        if stem in wanted:
+            counted[stem] += n
+    return counted, tokens
+
+
+def _counted_by_fts(conn: Connection, cid: int, terms: Sequence[str], wanted: list[str], col: int) -> Counter[str]:
+    """The instances of each wanted stem in one column of row cid, as FTS5 itself finds them."""
+    counted: Counter[str] = Counter()
+    for term, stem in zip(terms, wanted, strict=True):
+        row = conn.execute(f"SELECT highlight(chunks_fts, {col}, ?, '') FROM chunks_fts WHERE chunks_fts MATCH ?"
+                           " AND rowid = ?", (MARK, quote(term), cid)).fetchone()
+        if row is not None and row[0] is not None:
+            counted[stem] = max(counted[stem], str(row[0]).count(MARK))
+    return counted
+
+
+def score(stats: TableStats, idfs: Sequence[float], counts: RowCounts) -> float:
+    """bm25() of one row (lower is better), the phrases summed in order as FTS5 does."""
+    total = 0.0
+    for weight, freq in zip(idfs, counts.freq, strict=True):
+        total += weight * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * counts.tokens / stats.avgdl)))
+    return -1.0 * total
