@@ -37,13 +37,13 @@ from pipeline.vectors import (
 KNN_K = 50
 # Below this many chunk ids brute force is as fast as the quantised path (both ~5 ms at 10k) and exact.
 EXACT_BELOW = 15_000
-# Lists a query scans: this share of them, and at least about MIN_PROBE_ROWS codes (bench/RESULTS.md,
-# "Vector tier: numpy scan of list blobs": recall@50 >= 0.95 on clustered vectors at 100k and 1M).
-PROBE_SHARE = 0.1
-MIN_PROBE_ROWS = 24_000
+# Lists a query scans: this share of them, and at least about MIN_PROBE_ROWS codes. all-MiniLM-L6-v2
+# vectors needed ~15% of the store scanned for recall@50 >= 0.95 (docs/vector-tier.md, bench/RESULTS.md).
+PROBE_SHARE = 0.15
+MIN_PROBE_ROWS = 16_000
 MIN_PROBES = 4
 # The RESCORE * k codes nearest the query are re-scored with their float vectors.
-RESCORE = 4
+RESCORE = 3
 # A filter allowing at most this many chunks ranks them exactly (point reads of their vectors).
 EXACT_ALLOWED = 2_000
 # A search must answer promptly: one quick retry of a transient failure, then degrade to lexical.

@@ -26,6 +26,7 @@ PER_TOPIC = 2000  # vectors per topic on average
 SUBS = 20  # sub-topics per topic
 LEAVES = 10  # leaves per sub-topic (~10 vectors each)
 ZIPF = 0.7  # topic i has weight 1 / (i + 1) ** ZIPF
+MIXED = 0.4  # share of vectors placed between two places
 BATCH = 50_000
 
 Matrix = npt.NDArray[np.float32]
@@ -51,15 +52,20 @@ class Clustered:
         self.weights = weights / weights.sum()
         self.seed = seed
 
-    def draw(self, count: int, rng: np.random.Generator) -> Matrix:
-        """count vectors of the mixture."""
+    def _place(self, count: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+        """The topic, sub-topic and leaf part of count vectors."""
         topic = rng.choice(len(self.topics), size=count, p=self.weights)
         sub = rng.integers(0, SUBS, size=count)
         leaf = rng.integers(0, LEAVES, size=count)
+        return TOPIC * self.topics[topic] + SUB * self.subs[topic, sub] + LEAF * self.leaves[topic, sub, leaf]
+
+    def draw(self, count: int, rng: np.random.Generator) -> Matrix:
+        """count vectors of the mixture; a MIXED share of them sit between two places (a text on two subjects)."""
+        place = self._place(count, rng)
+        blend = rng.uniform(0.3, 0.7, size=(count, 1)) * (rng.random((count, 1)) < MIXED)
+        place = (1 - blend) * place + blend * self._place(count, rng)
         noise = _unit(rng.standard_normal((count, self.dimension)))
-        rows = (COMMON * self.common + TOPIC * self.topics[topic] + SUB * self.subs[topic, sub]
-                + LEAF * self.leaves[topic, sub, leaf] + NOISE * noise)
-        return _unit(rows).astype(np.float32)
+        return _unit(COMMON * self.common + place + NOISE * noise).astype(np.float32)
 
     def batches(self, n: int) -> Iterator[Matrix]:
         """The store's n vectors, BATCH rows at a time (the same rows for the same seed)."""
