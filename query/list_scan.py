@@ -38,6 +38,7 @@ CACHE_BYTES = 64 << 20  # list codes a process keeps between queries (every list
 GROUP = 64  # lists scored at a time (~6 MB of codes at ~250 codes a list, 384 dimensions)
 
 Ids = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,10 @@ def query_weights(vector: Sequence[float]) -> npt.NDArray[np.int16]:
 
 
 def best_codes(conn: Connection, lists: list[int], vector: Sequence[float], candidates: int,
-               allowed: Ids | None = None, state_text: str = "") -> list[int]:
+               allowed: Mask | None = None, state_text: str = "") -> list[int]:
     """The chunk ids of the `candidates` codes of these lists (and their delta rows) nearest vector, best first.
 
-    With allowed (sorted chunk ids) only those chunks' codes compete. A delta row supersedes a list
+    With allowed (allowed_mask()) only those chunks' codes compete. A delta row supersedes a list
     entry of the same chunk; entries of deleted chunks may remain (the exact re-scoring drops them).
     The lists come from the process's list cache when this store file and build were read before.
     """
@@ -170,19 +171,19 @@ def _remember(where: tuple[int, int], state_text: str, read: dict[int, Codes]) -
             _cached_bytes -= ids.nbytes + codes.nbytes
 
 
-def _keep(ids: Ids, moved: Ids | None, allowed: Ids | None) -> npt.NDArray[np.bool_] | None:
+def _keep(ids: Ids, moved: Ids | None, allowed: Mask | None) -> Mask | None:
     """Which entries compete: not superseded by a delta row, and allowed (None: all)."""
-    mask: npt.NDArray[np.bool_] | None = None
+    mask: Mask | None = None
     if moved is not None and len(moved):
         mask = ~np.isin(ids, moved)
     if allowed is not None:
-        inside = np.isin(ids, allowed, assume_unique=False)
+        inside = (ids < len(allowed)) & allowed[np.minimum(ids, len(allowed) - 1)]
         mask = inside if mask is None else mask & inside
     return mask
 
 
 def _score(ids: Ids, codes: npt.NDArray[np.int8], weights: npt.NDArray[np.int16], candidates: int,
-           mask: npt.NDArray[np.bool_] | None, pool_ids: list[Ids], pool_scores: list[npt.NDArray[np.int32]]) -> None:
+           mask: Mask | None, pool_ids: list[Ids], pool_scores: list[npt.NDArray[np.int32]]) -> None:
     """Score one group's codes and add its best `candidates` to the pool."""
     if mask is not None:
         ids, codes = ids[mask], codes[mask]
@@ -217,6 +218,9 @@ def forget() -> None:
         _cached_bytes = 0
 
 
-def sorted_ids(ids: Iterable[int]) -> Ids:
-    """Chunk ids as the sorted array best_codes takes for `allowed`."""
-    return np.unique(np.fromiter(ids, dtype=np.int64))
+def allowed_mask(ids: Sequence[int]) -> Mask:
+    """The allowed chunk ids as best_codes takes them: a flag per chunk id (a megabyte at a million)."""
+    picked = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    mask = np.zeros(int(picked.max()) + 1 if len(picked) else 1, dtype=np.bool_)
+    mask[picked] = True
+    return mask

@@ -144,7 +144,7 @@ def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN
         probes(state.clusters, size) / share))
     found = list_scan.centroids(conn, _state_text(conn))
     nearest = list_scan.nearest_lists(found, vector, wanted)
-    best = list_scan.best_codes(conn, nearest, vector, RESCORE * k, list_scan.sorted_ids(ids), _state_text(conn))
+    best = list_scan.best_codes(conn, nearest, vector, RESCORE * k, list_scan.allowed_mask(ids), _state_text(conn))
     return exact_nearest(conn, vector, best, k)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import subprocess
@@ -18,7 +19,7 @@ from pipeline.chunker import chunk_text
 from pipeline.models import Document
 from pipeline.store import Store
 from query import list_scan, vector
-from query.vector import MIN_PROBES, knn, knn_exact, knn_quantised, probes
+from query.vector import MIN_PROBES, knn, knn_exact, knn_quantised, knn_within, probes
 
 DIM = 16
 IDENTITY = vectors.VectorIdentity("seeded", DIM)
@@ -284,5 +285,32 @@ def test_on_clustered_vectors_the_shipped_share_of_the_lists_finds_95_percent_of
             assert all(abs(d - dict(exact).get(cid, d)) < 1e-5 for cid, d in shipped)  # re-scored exactly
             found += sum(1 for _, d in shipped if d <= bound)
         assert found / (50 * len(queries)) >= 0.95
+    finally:
+        conn.close()
+
+
+def test_a_filter_leaving_many_chunks_ranks_them_by_their_codes_and_one_leaving_few_exactly(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    writer = db.open_writer(store_path)
+    allowed = [int(r[0]) for r in writer.execute("SELECT id FROM documents WHERE path < 'docs/10.md'")]
+    inside = {int(r[0]) for r in writer.execute(
+        f"SELECT id FROM chunks WHERE document_id IN ({','.join('?' * len(allowed))})", allowed)}
+    want = [(cid, d) for cid, d in knn_exact(writer, QUERY, 300) if cid in inside][:10]
+    nearest = want[0][0]  # fault injection: the nearest allowed chunk's code points away from the query
+    far = writer.execute(f"SELECT {vector_codes.code_sql('?1', vector_codes.state(writer).factor)}",
+                         (vectors.to_blob([-x for x in QUERY]),)).fetchone()[0]
+    lst = vector_codes.filed(writer)[nearest][0]
+    writer.execute(f"INSERT INTO {schema.CODES}(key, chunk_id, code) VALUES (?, ?, ?)",
+                   (lst * vector_codes.LIST_SPAN + nearest, nearest, far))
+    writer.commit()
+    writer.close()
+    conn = db.connect_readonly(store_path)
+    try:
+        _same(knn_within(conn, QUERY, json.dumps(allowed), 10), want)  # 150 chunks: under EXACT_ALLOWED, exact
+        monkeypatch.setattr(vector, "EXACT_ALLOWED", 10)
+        by_codes = knn_within(conn, QUERY, json.dumps(allowed), 10)  # ranked by codes, the best then exactly
+        assert nearest not in dict(by_codes) and {cid for cid, _ in by_codes} <= inside
+        _same(by_codes, [(cid, d) for cid, d in want if cid != nearest] + by_codes[9:])
     finally:
         conn.close()
