@@ -65,6 +65,9 @@ def build(out: Path, chunks: int, seed: int, kind: str) -> tuple[Path, np.ndarra
     matrix = np.concatenate(list(mixture.batches(chunks)))
     conn = db.open_writer(path)
     try:
+        have = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        if have != chunks:
+            raise SystemExit(f"{path} holds {have} chunks, not {chunks} (an interrupted build?): remove {base}")
         if vectors.has_table(conn) and vector_codes.ready(conn) and schema.meta_value(conn, "model") == MODEL:
             return base, matrix
         started = time.perf_counter()
