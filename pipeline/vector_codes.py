@@ -285,7 +285,7 @@ def compact(conn: Connection) -> int:
 
 
 def regroup(conn: Connection) -> int:
-    """Turn format 6's one row per code (`int8-ivf-2`) into list rows, same centroids, nothing re-filed; the codes.
+    """Turn format 6's one row per code (`int8-ivf-2`) into list rows (same centroids, nothing re-filed); the count.
 
     Does nothing (0) on a store without those companions. Call inside a transaction.
     """
