@@ -454,7 +454,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
         ("text: search, hybrid excl. query embedding (reader per call)", ["search_hybrid_fresh_reader_no_embed"]),
         ("text: search, hybrid with exact KNN forced (warm reader)", ["search_hybrid_warm_no_embed_exact_knn"]),
         ("KNN exact (vec0 brute force over float[384], k=50)", ["knn_exact"]),
-        ("KNN quantised (int8 codes of the nearest lists, best 100 re-scored, k=50)", ["knn_quantised"]),
+        ("KNN quantised (int8 codes of the nearest lists, best RESCORE * k re-scored, k=50)", ["knn_quantised"]),
         ("KNN as shipped (exact under 15,000 chunks, else quantised)", ["knn_only"]),
         ("text: match (reader per call, limit 50)", ["match"]),
         ("keyword: search, lexical (warm reader)", ["search_lexical_warm_keywords"]),

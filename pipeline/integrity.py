@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import IndexNotBuilt, StoreDamaged, StoreError, StoreReadOnly
-from pipeline import db, schema, vectors
+from pipeline import db, schema, vector_codes, vectors
 from pipeline.db import Connection
 from pipeline.lock import WriteLock
 
@@ -326,11 +326,8 @@ def _vectors(conn: Connection) -> tuple[list[Finding], str]:
         docs = len(vectors.missing_vector_paths(conn))
         found.append(Finding("vectors", schema.VECTORS, f"{missing} sections in {docs} documents have no vector",
                              INDEX))
-    if schema.CODES in names:
-        stray = count(conn, f"SELECT count(*) FROM {schema.CODES} WHERE chunk_id NOT IN"
-                             f" (SELECT chunk_id FROM {schema.VECTORS})")
-        lacking = count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN"
-                               f" (SELECT chunk_id FROM {schema.CODES})")
+    if schema.CODES in names and schema.LISTS in names:
+        stray, lacking = vector_codes.out_of_step(conn)
         if stray or lacking:
             found.append(Finding("vectors", schema.CODES,
                                  f"{stray} codes without a vector and {lacking} vectors without a code", REBUILD))

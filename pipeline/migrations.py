@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from pipeline import formats, schema
+from pipeline import formats, schema, vector_codes
 from pipeline.db import Connection
 from pipeline.identifiers import identifiers
 from pipeline.paths import PathBase
@@ -118,6 +118,16 @@ def _add_impacts(conn: Connection, base: PathBase) -> None:
     schema.ensure(conn)
 
 
+def _group_codes(conn: Connection, base: PathBase) -> None:
+    """Format 7 kept one row per int8 code; file them as one row per list (its chunk ids and codes, two blobs).
+
+    The centroids, the lists each code belongs to and the codes themselves stay as they are
+    (pipeline/vector_codes.regroup): nothing is trained, filed or embedded again. A store without
+    the companions (lexical, or built by an older scheme) is left to the next vector run.
+    """
+    vector_codes.regroup(conn)
+
+
 STEPS = (
     Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
     Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
@@ -129,6 +139,8 @@ STEPS = (
                             " nothing is read again)"),
     Step(6, 7, _add_impacts, "keeps each common word's best sections for one-word searches (made at the run's end;"
                              " nothing is read again)"),
+    Step(7, 8, _group_codes, "files the vector codes as one row per list, so a query reads each probed list"
+                             " in one read (nothing is embedded again)"),
 )
 _BY_SOURCE = {step.source: step for step in STEPS}
 

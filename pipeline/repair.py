@@ -15,7 +15,7 @@ from typing import Any
 from config.errors import IndexNotBuilt, StoreDamaged
 from pipeline import db, schema, vector_codes, vectors
 from pipeline.db import Connection
-from pipeline.integrity import INDEX, RESET, Report, check, count
+from pipeline.integrity import INDEX, RESET, Report, check
 
 
 @dataclass
@@ -119,10 +119,7 @@ def _repair_vectors(conn: Connection, names: set[str]) -> list[str]:
         actions.append(f"dropped {orphans} vectors that belonged to no section")
     if {schema.CODES, schema.CENTROIDS} & names:
         pinned = vectors.pinned_identity(schema.read_meta(conn))
-        c = schema.CODES
-        out_of_step = c not in names or not vector_codes.ready(conn) or bool(
-            count(conn, f"SELECT count(*) FROM {c} WHERE chunk_id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
-            or count(conn, f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT chunk_id FROM {c})"))
+        out_of_step = not vector_codes.ready(conn) or any(vector_codes.out_of_step(conn))
         if out_of_step and pinned is not None:
             filled = vector_codes.install(conn, pinned.dimension)
             actions.append(f"refilled {schema.CODES} from {filled} vectors")

@@ -18,7 +18,7 @@ from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline import identifiers
 from pipeline.db import Connection
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 # The oldest format the writer of an index run migrates (pipeline/migrations.py holds one step per
 # format from here to FORMAT_VERSION); an older store is refused with `knowledge reset --force`.
 MIGRATES_FROM = 1
@@ -73,7 +73,8 @@ NEXT_KEYS = tuple(NEXT_KEY_PREFIX + key for key in (MODEL_KEY, DIMENSION_KEY, NO
 # The vector tables and their delete triggers.
 VECTORS = "chunks_vec"
 VECTORS_TRIGGER = "chunks_vec_ad"
-CODES = "chunks_vec_i8"
+CODES = "chunks_vec_i8"  # the codes filed since the lists were last written (the delta), one row each
+LISTS = "chunks_vec_lists"  # each list's chunk ids and int8 codes as two contiguous blobs (pipeline/vector_codes.py)
 CODES_INDEX = "chunks_vec_i8_chunk"
 CENTROIDS = "chunks_vec_centroids"  # the fine centroids: one per list
 COARSE = "chunks_vec_coarse"  # the coarse centroids: each owns a range of fine ids (pipeline/kmeans.py)
@@ -407,7 +408,13 @@ def create_vector_codes(conn: Connection) -> None:
     conn.execute(f"CREATE TABLE {CODES} (key INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, code BLOB NOT NULL)")
     conn.execute(f"CREATE TABLE {CENTROIDS} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
     conn.execute(f"CREATE TABLE {COARSE} (id INTEGER PRIMARY KEY, centroid BLOB NOT NULL)")
+    create_code_lists(conn)
     conn.execute(_codes_trigger_ddl())
+
+
+def create_code_lists(conn: Connection) -> None:
+    """The lists' table: ids (int64, little-endian) first, so reading them never reads the codes' overflow pages."""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {LISTS} (id INTEGER PRIMARY KEY, ids BLOB NOT NULL, codes BLOB NOT NULL)")
 
 
 def index_vector_codes(conn: Connection) -> None:
@@ -421,6 +428,7 @@ def drop_vector_codes(conn: Connection) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {CODES}")
     conn.execute(f"DROP TABLE IF EXISTS {CENTROIDS}")
     conn.execute(f"DROP TABLE IF EXISTS {COARSE}")
+    conn.execute(f"DROP TABLE IF EXISTS {LISTS}")
     delete_meta(conn, VECTOR_CODES_KEY)
     delete_meta(conn, VECTOR_CODES_STATE_KEY)
 
@@ -453,8 +461,8 @@ def drop_legacy_vector_codes(conn: Connection) -> None:
 
 def has_vector_codes(conn: Connection) -> bool:
     """Whether the companion tables, the codes' index and their trigger exist (the scheme is vector_codes')."""
-    wanted = {CODES, CODES_INDEX, CENTROIDS, COARSE, CODES_TRIGGER}
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?, ?)", tuple(wanted))
+    wanted = {CODES, CODES_INDEX, CENTROIDS, COARSE, CODES_TRIGGER, LISTS}
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?, ?, ?)", tuple(wanted))
     return {r[0] for r in rows} == wanted
 
 

@@ -5,10 +5,11 @@ configuration that differs from it is a hard error naming `--reindex`, never a d
 ranking would be wrong rather than narrower.
 
 KNN is exact brute force over chunks_vec on small stores (~5 ms at 10k chunks). From EXACT_BELOW
-chunks on, when the store has the quantised companions (pipeline.vector_codes), the query ranks the
-centroids, scans the int8 codes of the nearest lists (about PROBE_ROWS codes, whatever the store's
-size) and re-scores the RESCORE * k best of them exactly from chunks_vec: the exact top k whenever
-those hold it. Stores without the companions stay exact.
+chunks on, when the store has trained quantised companions (pipeline.vector_codes), the query ranks
+every list's centroid, scans the int8 codes of the nearest lists with numpy (query/list_scan.py:
+PROBE_SHARE of the lists, at least about MIN_PROBE_ROWS codes) and re-scores the RESCORE * k best
+of them exactly from chunks_vec: the exact top k whenever those hold it. Stores without the
+companions, or whose lists are not trained yet, stay exact.
 """
 
 from __future__ import annotations
@@ -36,11 +37,15 @@ from pipeline.vectors import (
 KNN_K = 50
 # Below this many chunk ids brute force is as fast as the quantised path (both ~5 ms at 10k) and exact.
 EXACT_BELOW = 15_000
-# Codes a query scans: the lists nearest the query until about this many (every list of a smaller store).
-PROBE_ROWS = 48_000
+# Lists a query scans: this share of them, and at least about MIN_PROBE_ROWS codes. all-MiniLM-L6-v2
+# vectors needed ~15% of the store scanned for recall@50 >= 0.95 (docs/vector-tier.md, bench/RESULTS.md).
+PROBE_SHARE = 0.15
+MIN_PROBE_ROWS = 16_000
 MIN_PROBES = 4
 # The RESCORE * k codes nearest the query are re-scored with their float vectors.
-RESCORE = 2
+RESCORE = 3
+# A filter allowing at most this many chunks ranks them exactly (point reads of their vectors).
+EXACT_ALLOWED = 2_000
 # A search must answer promptly: one quick retry of a transient failure, then degrade to lexical.
 QUERY_RETRY = RetryPolicy(attempts=2, initial_wait=0.1, max_wait=0.5)
 
@@ -82,7 +87,8 @@ def knn(
             "the index pins a vector identity but has no vector table; run `knowledge index --reindex`"
         )
     size = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
-    if size >= (EXACT_BELOW if exact_below is None else exact_below) and vector_codes.ready(conn):
+    if size >= (EXACT_BELOW if exact_below is None else exact_below) and vector_codes.ready(conn) \
+            and vector_codes.state(conn).clusters:
         return knn_quantised(conn, vector, k)
     return knn_exact(conn, vector, k)
 
@@ -111,24 +117,34 @@ def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
 def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN_K) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) of the k nearest chunks of the allowed documents (a JSON array of ids).
 
-    Every allowed chunk is scored (by its int8 code when the quantised companions exist, the best
-    RESCORE * k of them then exactly; else exactly from chunks_vec), so a filter never starves the top k.
+    Up to EXACT_ALLOWED allowed chunks are ranked exactly; more, when the quantised companions are
+    trained, by their int8 codes in the nearest lists, probed in proportion to the share of the store
+    the filter leaves (every list when it leaves under PROBE_SHARE of it), the best RESCORE * k then
+    exactly; without the companions, one exact scan of chunks_vec. A filter never starves the top k.
     """
     if not has_table(conn):
         raise VectorIdentityMismatch(
             "the index pins a vector identity but has no vector table; run `knowledge index --reindex`"
         )
     chunks = "SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
-    if not vector_codes.ready(conn):  # one scan of chunks_vec, the allowed chunks scored
+    ids = [int(r[0]) for r in conn.execute(chunks, (allowed,))]
+    if len(ids) <= EXACT_ALLOWED:
+        return exact_nearest(conn, vector, ids, k)
+    if not vector_codes.ready(conn) or not vector_codes.state(conn).clusters:  # one scan, the allowed scored
         rows = conn.execute(
             f"SELECT chunk_id, vec_distance_l2(embedding, ?) AS d FROM {schema.VECTORS} WHERE chunk_id IN ({chunks})"
             f" ORDER BY d, chunk_id LIMIT {int(k)}", (to_blob(vector), allowed)).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
-    code = _code(conn, vector)
-    best = [int(r[0]) for r in conn.execute(
-        f"SELECT chunk_id FROM {schema.CODES} WHERE chunk_id IN ({chunks})"
-        f" ORDER BY vec_distance_l2(vec_int8(code), vec_int8(?)), chunk_id LIMIT {int(RESCORE * k)}",
-        (allowed, code))]
+    from query import list_scan
+
+    state = vector_codes.state(conn)
+    size = max(1, int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]))
+    share = min(1.0, len(ids) / size)
+    wanted = state.clusters if share < PROBE_SHARE else min(state.clusters, math.ceil(
+        probes(state.clusters, size) / share))
+    found = list_scan.centroids(conn, _state_text(conn))
+    nearest = list_scan.nearest_lists(found, vector, wanted)
+    best = list_scan.best_codes(conn, nearest, vector, RESCORE * k, list_scan.allowed_mask(ids), _state_text(conn))
     return exact_nearest(conn, vector, best, k)
 
 
@@ -142,48 +158,44 @@ def knn_exact(conn: Connection, vector: list[float], k: int = KNN_K) -> list[tup
 
 
 def probes(clusters: int, size: int) -> int:
-    """Lists a query scans in a store of `size` chunks filed in `clusters` lists: about PROBE_ROWS codes."""
-    return min(clusters, max(MIN_PROBES, math.ceil(PROBE_ROWS * clusters / max(1, size))))
+    """Lists a query scans in a store of `size` chunks filed in `clusters` lists: PROBE_SHARE of them, at least
+    about MIN_PROBE_ROWS codes (every list of a small store)."""
+    by_rows = math.ceil(MIN_PROBE_ROWS * clusters / max(1, size))
+    return min(clusters, max(MIN_PROBES, math.ceil(PROBE_SHARE * clusters), by_rows))
 
 
 def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: int | None = None,
-                  rescore: int = RESCORE) -> list[tuple[int, float]]:
-    """The int8 codes of the `lists` lists nearest the query (default probes()), the best re-scored exactly.
+                  rescore: int | None = None) -> list[tuple[int, float]]:
+    """The int8 codes of the `lists` lists nearest the query (default probes()), the best rescore * k (default
+    RESCORE * k) re-scored exactly.
 
-    Needs the companions. A store whose centroids are not trained yet keeps every code in list 0.
+    Needs the companions; reads in one snapshot (its own when the caller has none). A store whose
+    centroids are not trained yet keeps every code in list 0.
     """
-    state = vector_codes.state(conn)
-    code = _code(conn, vector, state.factor)
-    if state.clusters:
-        size = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
-        nearest = nearest_lists(conn, vector, probes(state.clusters, size) if lists is None else lists)
-    else:
-        nearest = [0]
-    span = vector_codes.LIST_SPAN
-    best = [int(r[0]) for r in conn.execute(
-        f"SELECT c.chunk_id FROM json_each(?) AS l CROSS JOIN {schema.CODES} AS c"
-        f" ON c.key >= l.value * {span} AND c.key < (l.value + 1) * {span}"
-        f" ORDER BY vec_distance_l2(vec_int8(c.code), vec_int8(?)), c.chunk_id LIMIT {int(rescore * k)}",
-        (json.dumps(nearest), code))]
-    return exact_nearest(conn, vector, best, k)
+    from query import list_scan
+
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        state, text = vector_codes.state(conn), _state_text(conn)
+        if state.clusters:
+            size = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
+            found = list_scan.centroids(conn, text)
+            nearest = list_scan.nearest_lists(found, vector, probes(state.clusters, size) if lists is None else lists)
+        else:
+            nearest = [0]
+        best = list_scan.best_codes(conn, nearest, vector, int((RESCORE if rescore is None else rescore) * k),
+                                    state_text=text)
+        return exact_nearest(conn, vector, best, k)
+    finally:
+        if own:
+            conn.execute("COMMIT")
 
 
-def nearest_lists(conn: Connection, vector: list[float], wanted: int) -> list[int]:
-    """The `wanted` lists whose centroids are nearest vector, nearest first.
-
-    Every fine centroid is ranked (~2 us each: ~8 ms for 3,906 at a million under load). Ranking only
-    those of the nearest coarse cells costs less but misses near lists: on 1M random vectors the 16 of
-    62 nearest cells held 64% of the 195 nearest lists (bench/RESULTS.md).
-    """
-    return [int(r[0]) for r in conn.execute(
-        f"SELECT id FROM {schema.CENTROIDS} ORDER BY vec_distance_l2(centroid, ?) LIMIT {int(wanted)}",
-        (to_blob(vector),))]
-
-
-def _code(conn: Connection, vector: list[float], factor: int | None = None) -> bytes:
-    """The query's int8 code, made the way the store's codes were."""
-    factor = vector_codes.state(conn).factor if factor is None else factor
-    return bytes(conn.execute(f"SELECT {vector_codes.code_sql('?1', factor)}", (to_blob(vector),)).fetchone()[0])
+def _state_text(conn: Connection) -> str:
+    """The code state's meta JSON: the centroid cache's key (its build changes whenever the centroids do)."""
+    return schema.meta_value(conn, schema.VECTOR_CODES_STATE_KEY) or ""
 
 
 def exact_nearest(conn: Connection, vector: list[float], ids: list[int], k: int) -> list[tuple[int, float]]:

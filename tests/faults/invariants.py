@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline import db, schema
+from pipeline import db, schema, vector_codes
 
 Knowledge = Callable[..., tuple[int, str, str]]
 """Runs `knowledge ARGS...` (in-process or as a process) and returns (exit code, stdout, stderr)."""
@@ -127,26 +127,23 @@ def integrity_problems(db_path: Path) -> list[str]:
                 problems.append(f"{table}: {exc}")
         names = schema.table_names(conn)
         if schema.VECTORS in names:
-            problems.extend(_vector_problems(names, count))
+            problems.extend(_vector_problems(conn, names, count))
         return problems
     finally:
         conn.close()
 
 
-def _vector_problems(names: set[str], count: Callable[[str], int]) -> list[str]:
+def _vector_problems(conn: db.Connection, names: set[str], count: Callable[[str], int]) -> list[str]:
     """Vectors without a chunk, chunks without a vector, and companions out of step with the vectors."""
     problems: list[str] = []
     stray = count(f"SELECT count(*) FROM {schema.VECTORS} WHERE chunk_id NOT IN (SELECT id FROM chunks)")
     lacking = count(f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM {schema.VECTORS})")
     if stray or lacking:
         problems.append(f"{schema.VECTORS}: {stray} vectors without a chunk, {lacking} chunks without one")
-    for companion in (schema.CODES,):
-        if companion in names:
-            apart = count(f"SELECT count(*) FROM (SELECT chunk_id FROM {companion} EXCEPT SELECT chunk_id"
-                          f" FROM {schema.VECTORS} UNION ALL SELECT chunk_id FROM {schema.VECTORS}"
-                          f" EXCEPT SELECT chunk_id FROM {companion})")
-            if apart:
-                problems.append(f"{companion}: {apart} rows out of step with {schema.VECTORS}")
+    if {schema.CODES, schema.LISTS} <= names:  # the codes a reader sees: the lists' live entries and the delta
+        apart = sum(vector_codes.out_of_step(conn))
+        if apart:
+            problems.append(f"{schema.LISTS}: {apart} codes out of step with {schema.VECTORS}")
     return problems
 
 

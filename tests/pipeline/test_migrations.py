@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db, formats, migrations, schema
+from pipeline import db, formats, migrations, schema, vector_codes
 from tests.conftest import write_tree
 
 RunCli = Callable[..., tuple[int, str, str]]
@@ -40,6 +40,23 @@ def _as_format_6(conn: db.Connection, workdir: Path) -> None:
     for table in (schema.IMPACTS, schema.IMPACT_FLOORS):
         conn.execute(f"DROP TABLE {table}")
     conn.execute("DELETE FROM meta WHERE key LIKE 'impacts_%'")
+
+
+def _as_format_7(conn: db.Connection, workdir: Path) -> None:
+    """Undo 7 -> 8: one row per vector code instead of one per list (a store with the companions)."""
+    as_code_rows(conn)
+
+
+def as_code_rows(conn: db.Connection) -> None:
+    """Take a store's list rows back to format 7's one row per code (`int8-ivf-2`), when it has them."""
+    if not schema.exists(conn, schema.LISTS):
+        return
+    rows = [(lst * vector_codes.LIST_SPAN + cid, cid, code)
+            for cid, (lst, code) in vector_codes.filed(conn).items()]
+    conn.execute(f"DELETE FROM {schema.CODES}")
+    conn.executemany(f"INSERT INTO {schema.CODES}(key, chunk_id, code) VALUES (?, ?, ?)", rows)
+    conn.execute(f"DROP TABLE {schema.LISTS}")
+    schema.write_meta(conn, {schema.VECTOR_CODES_KEY: vector_codes.ROW_SCHEME})
 
 
 def _as_format_5(conn: db.Connection, workdir: Path) -> None:
@@ -93,7 +110,8 @@ def _as_format_1(conn: db.Connection, workdir: Path) -> None:
 # The inverse of each step, by its source format: a store of format N is the current one taken back
 # through every step from the current format down to N.
 UNDO: dict[int, Callable[[db.Connection, Path], None]] = {
-    6: _as_format_6, 5: _as_format_5, 4: _as_format_4, 3: _as_format_3, 2: _as_format_2, 1: _as_format_1,
+    7: _as_format_7, 6: _as_format_6, 5: _as_format_5, 4: _as_format_4, 3: _as_format_3, 2: _as_format_2,
+    1: _as_format_1,
 }
 OLDER = list(range(schema.MIGRATES_FROM, schema.FORMAT_VERSION))
 

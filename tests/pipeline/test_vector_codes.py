@@ -64,9 +64,8 @@ def _nearest(store: Store, blob: bytes) -> int:
 def _assert_in_step(store: Store) -> None:
     chunks = _chunk_ids(store)
     assert _ids(store, schema.VECTORS) == chunks
-    assert _ids(store, schema.CODES) == chunks
-    codes = {cid: (key // vector_codes.LIST_SPAN, bytes(code)) for key, cid, code in store.conn.execute(
-        f"SELECT key, chunk_id, code FROM {schema.CODES}")}
+    codes = vector_codes.filed(store.conn)  # the lists' entries and the delta rows, as a reader sees them
+    assert sorted(codes) == chunks
     assert all(key % vector_codes.LIST_SPAN == cid for key, cid in store.conn.execute(
         f"SELECT key, chunk_id FROM {schema.CODES}"))
     factor = vector_codes.state(store.conn).factor
@@ -94,13 +93,14 @@ def test_training_files_each_vector_under_its_nearest_centroid(store: Store, mon
     monkeypatch.setattr(vector_codes, "LIST_SIZE", 10)
     with store.transaction() as conn:
         assert vector_codes.install(conn, 4) == 80
-    assert vector_codes.state(store.conn) == vector_codes.CodeState(80, 8, vector_codes.state(store.conn).factor)
+    built = vector_codes.state(store.conn)
+    assert (built.trained, built.clusters, built.filed) == (80, 8, 80)
     assert store.conn.execute(f"SELECT count(*) FROM {schema.CENTROIDS}").fetchone()[0] == 8
     assert store.conn.execute(f"SELECT count(*) FROM {schema.COARSE}").fetchone()[0] == 3  # about sqrt(8)
     _assert_in_step(store)
     store.apply(_doc("docs/new.md", 6))  # later writes join their nearest list
     _assert_in_step(store)
-    lists = [r[0] // vector_codes.LIST_SPAN for r in store.conn.execute(f"SELECT key FROM {schema.CODES}")]
+    lists = [lst for lst, _ in vector_codes.filed(store.conn).values()]
     assert len(set(lists)) > 1 and 0 not in lists
 
 
@@ -138,7 +138,7 @@ def test_updated_and_removed_documents_leave_no_orphan_codes_or_copies(store: St
     store.remove(["docs/a.md"])
     _assert_in_step(store)
     store.remove(["docs/b.md"])
-    assert _ids(store, schema.CODES) == []
+    assert vector_codes.filed(store.conn) == {} and _ids(store, schema.CODES) == []
 
 
 def test_a_failed_document_writes_no_code_either(store: Store) -> None:
@@ -170,7 +170,7 @@ def test_companions_of_another_encoding_are_rebuilt_not_written_to(store: Store)
                      (schema.VECTOR_CODES_KEY,))
     assert not vector_codes.ready(store.conn)
     store.apply(_doc("docs/b.md", 2))  # written to chunks_vec only
-    assert len(_ids(store, schema.CODES)) == 3
+    assert len(vector_codes.filed(store.conn)) == 3
     with store.transaction() as conn:
         vectors.install(conn, IDENTITY)
     assert vector_codes.ready(store.conn)
@@ -183,7 +183,7 @@ def test_another_identity_recreates_the_companions_empty_at_its_dimension(store:
     with store.transaction() as conn:
         assert vectors.install(conn, other) is True
     assert vector_codes.ready(store.conn)
-    assert _ids(store, schema.CODES) == []
+    assert vector_codes.filed(store.conn) == {}
 
 
 def test_lists_are_trained_once_vectors_exist_even_when_the_chunks_came_first(
@@ -200,4 +200,51 @@ def test_lists_are_trained_once_vectors_exist_even_when_the_chunks_came_first(
     with store.transaction() as conn:
         assert vector_codes.refresh(conn, 4) == 20
     assert vector_codes.state(store.conn).clusters == 5
+    _assert_in_step(store)
+
+
+def test_writes_after_training_wait_in_the_delta_until_the_run_end_compacts_them_into_their_lists(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 10)
+    for n in range(8):
+        store.apply(_doc(f"docs/{n}.md", 10))
+    with store.transaction() as conn:
+        vector_codes.install(conn, 4)
+    build = vector_codes.state(store.conn).build
+    store.apply(_doc("docs/new.md", 6))  # six new codes: delta rows
+    store.apply(_doc("docs/3.md", 4, seed=1))  # ten chunks go (their list entries stay, dead), four come
+    store.remove(["docs/5.md"])
+    assert len(_ids(store, schema.CODES)) == 10
+    assert vector_codes.stale(store.conn) == 20
+    _assert_in_step(store)  # a reader's view: no dead entry, every live chunk once
+    with store.transaction() as conn:
+        assert vector_codes.refresh(conn, 4) is None  # not grown fourfold: compacted, not trained again
+    assert _ids(store, schema.CODES) == [] and vector_codes.stale(store.conn) == 0
+    after = vector_codes.state(store.conn)
+    assert after.build == build + 1 and after.filed == len(_chunk_ids(store)) == 70
+    _assert_in_step(store)
+    with store.transaction() as conn:
+        assert vector_codes.refresh(conn, 4) is None
+    assert vector_codes.state(store.conn).build == build + 1  # nothing to compact: the lists stay as they are
+
+
+def test_a_format_6_store_of_one_row_per_code_is_regrouped_into_the_same_lists_and_codes(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.pipeline.test_migrations import as_code_rows
+
+    monkeypatch.setattr(vector_codes, "LIST_SIZE", 10)
+    for n in range(6):
+        store.apply(_doc(f"docs/{n}.md", 10))
+    with store.transaction() as conn:
+        vector_codes.install(conn, 4)
+    before = vector_codes.filed(store.conn)
+    with store.transaction() as conn:
+        as_code_rows(conn)
+    assert not vector_codes.ready(store.conn) and len(_ids(store, schema.CODES)) == 60
+    with store.transaction() as conn:
+        assert vector_codes.regroup(conn) == 60
+    assert vector_codes.ready(store.conn) and vector_codes.filed(store.conn) == before
+    assert _ids(store, schema.CODES) == []
     _assert_in_step(store)

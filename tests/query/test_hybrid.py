@@ -275,7 +275,7 @@ def test_a_format_3_store_is_migrated_by_the_next_index_run_without_embedding_ag
         assert not {"chunks_vec_bits", "chunks_vec_f32", "chunks_vec_bits_ad"} & schema.table_names(conn)
         assert vector_codes.ready(conn)
         assert dict(conn.execute("SELECT chunk_id, embedding FROM chunks_vec").fetchall()) == before
-        assert sorted(r[0] for r in conn.execute(f"SELECT chunk_id FROM {schema.CODES}")) == sorted(before)
+        assert sorted(vector_codes.filed_ids(conn)) == sorted(before)
     finally:
         conn.close()
     code, out, _ = run_cli("search", "budget cap for a run")
@@ -315,7 +315,7 @@ def test_a_store_of_one_level_lists_is_refiled_in_two_levels_by_the_next_index_r
         assert vector_codes.ready(conn) and vector_codes.state(conn).clusters == 4
         assert conn.execute(f"SELECT count(*) FROM {schema.COARSE}").fetchone()[0] == 2
         assert dict(conn.execute("SELECT chunk_id, embedding FROM chunks_vec").fetchall()) == before
-        assert sorted(r[0] for r in conn.execute(f"SELECT chunk_id FROM {schema.CODES}")) == sorted(before)
+        assert sorted(vector_codes.filed_ids(conn)) == sorted(before)
         assert [[h.chunk_id for h in search(settings, t, 4, reader).hits] for t in texts] == exact
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import subprocess
@@ -10,13 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pipeline import db, schema, vector_codes, vectors
 from pipeline.chunker import chunk_text
 from pipeline.models import Document
 from pipeline.store import Store
-from query.vector import MIN_PROBES, knn, knn_exact, knn_quantised, probes
+from query import list_scan, vector
+from query.vector import MIN_PROBES, knn, knn_exact, knn_quantised, knn_within, probes
 
 DIM = 16
 IDENTITY = vectors.VectorIdentity("seeded", DIM)
@@ -108,12 +111,12 @@ def test_with_every_code_a_candidate_quantised_knn_is_exactly_the_reference(read
     assert [d for _, d in top] == [0.0, 0.0, 0.0] and [c for c, _ in top] == sorted(c for c, _ in top)
 
 
-def test_a_query_scans_about_probe_rows_codes_whatever_the_store_size() -> None:
-    assert probes(3906, 1_000_000) == 188  # 188 lists of ~256: ~48k codes, 4.8% of a million
-    assert probes(128, 1_000_000) == 7  # 7 lists of ~7,800: ~55k codes
-    assert probes(16, 100_000) == 8  # half of a 100k store
-    assert probes(4, 20_000) == 4  # every list of a small store
-    assert probes(256, 100_000_000) == MIN_PROBES
+def test_a_query_scans_a_share_of_the_lists_and_at_least_a_floor_of_codes() -> None:
+    share = vector.PROBE_SHARE
+    assert probes(4096, 1_000_000) == math.ceil(share * 4096)  # the share of a million's lists
+    assert probes(390, 100_000) == max(math.ceil(share * 390), math.ceil(vector.MIN_PROBE_ROWS * 390 / 100_000))
+    assert probes(39, 10_000) == 39  # every list of a store under the floor
+    assert probes(4, 100_000_000) == MIN_PROBES
 
 
 def test_an_untrained_store_keeps_every_code_in_list_zero_and_scans_it(
@@ -128,8 +131,9 @@ def test_an_untrained_store_keeps_every_code_in_list_zero_and_scans_it(
     conn = db.connect_readonly(store_path)
     try:
         assert vector_codes.state(conn).clusters == 0
-        assert {r[0] // vector_codes.LIST_SPAN for r in conn.execute(f"SELECT key FROM {schema.CODES}")} == {0}
+        assert {lst for lst, _ in vector_codes.filed(conn).values()} == {0}
         _same(knn_quantised(conn, QUERY, 10), knn_exact(conn, QUERY, 10))
+        assert knn(conn, QUERY, 10, exact_below=0) == knn_exact(conn, QUERY, 10)  # untrained: knn stays exact
     finally:
         conn.close()
 
@@ -140,7 +144,9 @@ def test_knn_uses_the_companions_on_a_large_store_and_brute_force_on_a_small_one
     nearest = knn_exact(writer, QUERY, 1)[0][0]
     far = writer.execute(f"SELECT {vector_codes.code_sql('?1', vector_codes.state(writer).factor)}",
                          (vectors.to_blob([-x for x in QUERY]),)).fetchone()[0]
-    writer.execute(f"UPDATE {schema.CODES} SET code = ? WHERE chunk_id = ?", (far, nearest))
+    lst = vector_codes.filed(writer)[nearest][0]  # a delta row in its own list supersedes its list entry
+    writer.execute(f"INSERT INTO {schema.CODES}(key, chunk_id, code) VALUES (?, ?, ?)",
+                   (lst * vector_codes.LIST_SPAN + nearest, nearest, far))
     writer.commit()
     writer.close()
     conn = db.connect_readonly(store_path)
@@ -166,22 +172,37 @@ def test_a_store_without_the_companions_falls_back_to_exact_knn(store_path: Path
         conn.close()
 
 
-def test_the_quantised_path_never_loads_numpy(store_path: Path) -> None:
-    # numpy trains and files the lists in the writer; a query (here in a fresh process) ranks them in SQL.
-    code = (
+def test_a_lexical_search_loads_no_numpy_and_a_quantised_knn_caches_the_centroids_per_build(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code = (  # a fresh process: importing the vector tier loads no numpy; only the quantised scan does
         "import sys\n"
         "from pathlib import Path\n"
         "from pipeline import db\n"
         "from query import search, vector\n"
         f"conn = db.connect_readonly(Path({str(store_path)!r}))\n"
+        "before = 'numpy' in sys.modules\n"
         f"hits = vector.knn(conn, {QUERY!r}, 10, exact_below=0)\n"
-        "assert len(hits) == 10 and vector.vector_codes.state(conn).clusters == 15\n"
-        "print(','.join(m for m in ('numpy', 'pipeline.kmeans') if m in sys.modules))\n"
+        "print(before, 'numpy' in sys.modules, len(hits))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == ""
+    assert proc.stdout.split() == ["False", "True", "10"]
+    conn = db.connect_readonly(store_path)
+    try:
+        _same(knn_quantised(conn, QUERY, 10, lists=15, rescore=6), knn_exact(conn, QUERY, 10))
+        writer = db.open_writer(store_path)  # trained again, into other lists: the cached centroids are stale
+        writer.execute("BEGIN IMMEDIATE")
+        monkeypatch.setattr(vector_codes, "LIST_SIZE", 30)
+        vector_codes.install(writer, DIM)
+        writer.execute("COMMIT")
+        writer.close()
+        assert vector_codes.state(conn).clusters == 10
+        assert len(list_scan.centroids(conn, vector._state_text(conn)).ids) == 10
+        _same(knn_quantised(conn, QUERY, 10, lists=10, rescore=6), knn_exact(conn, QUERY, 10))
+    finally:
+        conn.close()
 
 
 def test_many_small_lists_still_give_the_exact_top_k_for_vectors_on_list_boundaries(tmp_path: Path) -> None:
@@ -210,9 +231,86 @@ def test_many_small_lists_still_give_the_exact_top_k_for_vectors_on_list_boundar
     try:
         state = vector_codes.state(conn)
         assert state.clusters == 80 and conn.execute(f"SELECT count(*) FROM {schema.COARSE}").fetchone()[0] == 9
-        lists = {int(key) // vector_codes.LIST_SPAN for (key,) in conn.execute(f"SELECT key FROM {schema.CODES}")}
+        lists = {lst for lst, _ in vector_codes.filed(conn).values()}
         assert len(lists) > 60 and 0 not in lists
         for query in boundary:
             _same(knn_quantised(conn, query, 10, lists=12), knn_exact(conn, query, 10))  # 12 of 80 lists scanned
+    finally:
+        conn.close()
+
+
+def _clustered_store(path: Path, count: int, dimension: int) -> Any:
+    """A store of `count` one-section documents whose vectors are bench/lib/clustered.py's (seeded), trained."""
+    from bench.lib.clustered import Clustered
+
+    mixture = Clustered(count, dimension, seed=4)
+    rows = np.concatenate(list(mixture.batches(count)))
+    store = Store(path)
+    store.close()
+    writer = db.open_writer(path)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        vectors.install(writer, vectors.VectorIdentity("clustered", dimension))
+        for d in range(count):
+            doc = writer.execute("INSERT INTO documents(path, root, title, sha256, size, mtime_ns, chunk_count,"
+                                 " indexed_at, indexed_ns) VALUES (?, 'v', 't', '', 0, 0, 1, '', 0)",
+                                 (f"v/{d}.md",)).lastrowid
+            cid = writer.execute("INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash)"
+                                 " VALUES (?, 0, '', 'vector', '')", (doc,)).lastrowid
+            writer.execute(f"INSERT INTO {schema.VECTORS}(chunk_id, embedding) VALUES (?, ?)", (cid, rows[d].tobytes()))
+        vector_codes.install(writer, dimension)
+        writer.execute("COMMIT")
+    finally:
+        writer.close()
+    return mixture.queries(24)
+
+
+def test_on_clustered_vectors_the_shipped_share_of_the_lists_finds_95_percent_of_the_exact_top_50(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "store" / "knowledge.db"
+    queries = _clustered_store(path, 20_000, 384)
+    monkeypatch.setattr(vector, "MIN_PROBE_ROWS", 0)  # the share alone: 12 of the 78 lists
+    conn = db.connect_readonly(path)
+    try:
+        state = vector_codes.state(conn)
+        assert state.clusters == 78 and probes(state.clusters, 20_000) == math.ceil(vector.PROBE_SHARE * 78) < 20
+        found = 0
+        for q in queries:
+            query = [float(x) for x in q]
+            exact = knn_exact(conn, query, 50)
+            bound = exact[-1][1] + 1e-5
+            shipped = knn(conn, query, 50, exact_below=0)
+            assert [d for _, d in shipped] == sorted(d for _, d in shipped)
+            assert all(abs(d - dict(exact).get(cid, d)) < 1e-5 for cid, d in shipped)  # re-scored exactly
+            found += sum(1 for _, d in shipped if d <= bound)
+        assert found / (50 * len(queries)) >= 0.95
+    finally:
+        conn.close()
+
+
+def test_a_filter_leaving_many_chunks_ranks_them_by_their_codes_and_one_leaving_few_exactly(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    writer = db.open_writer(store_path)
+    allowed = [int(r[0]) for r in writer.execute("SELECT id FROM documents WHERE path < 'docs/10.md'")]
+    inside = {int(r[0]) for r in writer.execute(
+        f"SELECT id FROM chunks WHERE document_id IN ({','.join('?' * len(allowed))})", allowed)}
+    want = [(cid, d) for cid, d in knn_exact(writer, QUERY, 300) if cid in inside][:10]
+    nearest = want[0][0]  # fault injection: the nearest allowed chunk's code points away from the query
+    far = writer.execute(f"SELECT {vector_codes.code_sql('?1', vector_codes.state(writer).factor)}",
+                         (vectors.to_blob([-x for x in QUERY]),)).fetchone()[0]
+    lst = vector_codes.filed(writer)[nearest][0]
+    writer.execute(f"INSERT INTO {schema.CODES}(key, chunk_id, code) VALUES (?, ?, ?)",
+                   (lst * vector_codes.LIST_SPAN + nearest, nearest, far))
+    writer.commit()
+    writer.close()
+    conn = db.connect_readonly(store_path)
+    try:
+        _same(knn_within(conn, QUERY, json.dumps(allowed), 10), want)  # 150 chunks: under EXACT_ALLOWED, exact
+        monkeypatch.setattr(vector, "EXACT_ALLOWED", 10)
+        by_codes = knn_within(conn, QUERY, json.dumps(allowed), 10)  # ranked by codes, the best then exactly
+        assert nearest not in dict(by_codes) and {cid for cid, _ in by_codes} <= inside
+        _same(by_codes, [(cid, d) for cid, d in want if cid != nearest] + by_codes[9:])
     finally:
         conn.close()
