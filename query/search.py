@@ -69,6 +69,12 @@ def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]
     return max(1, int(wanted)), None
 
 
+def not_built(settings: Settings, text: str) -> SearchResponse:
+    """The answer to a search when there is no index to read (or, on a replica, no generation yet)."""
+    return SearchResponse(tier_line(settings), Status.INDEX_NOT_BUILT, note=not_built_note(settings),
+                          query=parse_query(text))
+
+
 def search(settings: Settings, text: str, top_k: int | None = None, reader: Reader | None = None,
            filters: Filter | None = None, explain: bool = False) -> SearchResponse:
     """Answer free text with the top_k best sections; never raises for any query text.
@@ -83,8 +89,7 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
     query = parse_query(text)
     with borrowed_reader(settings, reader) as reader:
         if reader is None:
-            return SearchResponse(tier_line(settings), Status.INDEX_NOT_BUILT, note=not_built_note(settings),
-                                  query=query)
+            return not_built(settings, text)
         k, clamped = clamp_top_k(top_k, settings)
         with traced("search") as span:
             began = time.perf_counter()

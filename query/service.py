@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from config.settings import Settings
 from query import budget
 from query.answers import MatchAnswer, SearchAnswer, ShowAnswer, SourcesAnswer, StatsAnswer, WordsAnswer
-from query.enumerate import checked_limit, enumerate_documents
+from query.enumerate import EnumerateResult, checked_limit, enumerate_documents
 from query.listing import SourcesListing, stats_answer
 from query.match_query import scrub
 from query.read_index import ReadIndex
@@ -35,7 +35,7 @@ from query.requests import (
     SourcesRequest,
     WordsRequest,
 )
-from query.search import search
+from query.search import not_built, search
 from query.status import Status
 from query.words import Narrowing, list_words
 
@@ -81,6 +81,8 @@ class QueryService:
         query = scrub(request.query)
         filters = request.filters
         with self.index.reader() as reader:
+            if reader is None:  # the index lends none: never let search open settings.db_path behind a replica
+                return SearchAnswer(query, filters, not_built(self.settings, query), self.mapper)
             response = search(self.settings, query, request.top_k, reader, filters=filters, explain=request.explain)
         return SearchAnswer(query, filters, response, self.mapper)
 
@@ -94,6 +96,9 @@ class QueryService:
             limit, sort, least = budget.most_entries(budget.enumerate_budget(self.settings)), "matches", 1
         query = scrub(request.query)
         with self.index.reader() as reader:
+            if reader is None:
+                result = EnumerateResult(Status.INDEX_NOT_BUILT, not_built_note(self.settings), query)
+                return MatchAnswer(filters, result, self.mapper)
             result = enumerate_documents(self.settings, query, limit, sort, reader, least, filters)
         return MatchAnswer(filters, result, self.mapper)
 
@@ -160,6 +165,8 @@ class QueryService:
         narrowing = Narrowing(request.min_docs, request.max_docs, request.in_field, request.sort, request.limit,
                               request.offset, tuple(request.path or ()))
         with self.index.reader() as reader:
+            if reader is None:
+                return WordsAnswer(Status.INDEX_NOT_BUILT, not_built_note(self.settings), request.pattern)
             return list_words(self.settings, request.pattern, request.counts, reader, narrowing)
 
 

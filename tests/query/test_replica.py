@@ -11,7 +11,7 @@ from config.settings import Settings
 from pipeline import publish as pub
 from pipeline.db import ProgrammingError
 from query.replica import SnapshotIndex
-from query.requests import SearchRequest
+from query.requests import MatchRequest, SearchRequest, WordsRequest
 from query.service import QueryService
 from query.status import Status
 from tests.conftest import write_tree
@@ -51,6 +51,20 @@ def test_an_empty_directory_answers_not_built_then_serves_the_first_generation(
     assert index.poll() == 1 and _found(service, "rotation")
     assert index.answered_from() == 1
     assert index.health()["documents"] == 1
+    index.close()
+
+
+def test_a_replica_beside_a_store_of_its_own_answers_not_built_until_its_first_generation(
+        workdir: Path, make_settings: Callable[..., Settings], run_cli: RunCli) -> None:
+    write_tree(workdir, {"docs/local.md": "# Local\n\nThe lighthouse keeper's log.\n"})
+    assert run_cli("index", "docs")[0] == 0  # the host's own store, at the replica's settings.db_path
+    index, service = _replica(workdir, make_settings)  # its DIR holds no generation
+    assert index.poll() is None
+    answers = [service.search(SearchRequest("lighthouse", 5)).to_json(),
+               service.enumerate(MatchRequest("lighthouse")).to_json(),
+               service.words(WordsRequest("^light")).to_json()]
+    assert [a["status"] for a in answers] == [Status.INDEX_NOT_BUILT] * 3, answers
+    assert not any(a.get("results") or a.get("documents") or a.get("words") for a in answers)
     index.close()
 
 
