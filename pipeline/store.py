@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.errors import StoreError
-from pipeline import db, front_matter, integrity, migrations, schema
+from pipeline import db, front_matter, integrity, migrations, schema, translations
 from pipeline.identifiers import identifiers
+from pipeline.languages import document_hint
 from pipeline.models import Document
 from pipeline.paths import PathBase
 
@@ -90,12 +91,14 @@ class Store:
             for doc in docs:
                 row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
                 values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp,
-                          ns, front_matter.to_json(doc.fields), doc.policy)
+                          ns, front_matter.to_json(doc.fields), doc.policy,
+                          *document_hint(doc.fields, doc.title, (c.body for c in doc.chunks)))
                 kept: dict[str, bytes] = {}
                 if row is None:
                     cur = conn.execute(
                         "INSERT INTO documents(root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
-                        " indexed_ns, fields, policy, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " indexed_ns, fields, policy, text_lang, text_lang_source, path)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (*values, doc.path),
                     )
                     assert cur.lastrowid is not None  # set by every one-row INSERT
@@ -110,7 +113,8 @@ class Store:
                     conn.execute("DELETE FROM document_fields WHERE document_id = ?", (doc_id,))
                     conn.execute(
                         "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
-                        " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ?, policy = ? WHERE id = ?",
+                        " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ?, policy = ?, text_lang = ?,"
+                        " text_lang_source = ? WHERE id = ?",
                         (*values, doc_id),
                     )
                 conn.executemany(
@@ -136,6 +140,13 @@ class Store:
         if self.vector_hook is not None:
             for doc_id, doc, kept in waiting:
                 self.vector_hook.write(conn, doc_id, doc, kept)
+
+    def regroup(self, conventions: translations.Conventions) -> int:
+        """Assign every document's language and translation group anew (pipeline/translations.py), in one
+        transaction; the documents whose language or group changed. The writer runs it when a run finishes
+        and after a removal."""
+        with self.transaction() as conn:
+            return translations.assign(conn, conventions)
 
     def touch(self, path: str, size: int, mtime_ns: int) -> bool:
         """Record a new stat for a document whose content is unchanged; False if it is unknown."""

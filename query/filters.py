@@ -8,7 +8,9 @@ results when k matching sections exist. Several paths or roots widen (any of the
 them (pipeline/globs.py: `*` within one name, `**` across directories, a glob without a slash
 matches a name at any depth); without one it names a file or a directory and everything beneath.
 `where` compares a front-matter field (pipeline/front_matter.py) with a value: equal text, and a
-list field matches when one of its items equals the value.
+list field matches when one of its items equals the value. `lang` keeps the documents of a language
+(pipeline/translations.py): `zh` is Chinese in any script or region (`zh`, `zh-cn`, `zh-hant`),
+`zh-hant` only that.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from config.errors import QueryError
 from pipeline.db import Connection
 from pipeline.globs import Glob, GlobError
+from pipeline.languages import TAG
 from pipeline.paths import under
 
 _GLOB_CHARS = ("*", "?")
@@ -44,12 +47,13 @@ class Filter:
     paths: tuple[str, ...] = ()
     roots: tuple[str, ...] = ()
     where: tuple[tuple[str, str], ...] = ()
+    langs: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, paths: Sequence[str] | str | None = (), roots: Sequence[str] | str | None = (),
-           where: Sequence[str] | str | None = ()) -> Filter:
+           where: Sequence[str] | str | None = (), langs: Sequence[str] | str | None = ()) -> Filter:
         """A filter from surface values: one string or a list of each; QueryError for a bad condition."""
-        found = cls(_strings(paths), _strings(roots), parse_where(_strings(where)))
+        found = cls(_strings(paths), _strings(roots), parse_where(_strings(where)), parse_langs(_strings(langs)))
         for path in found.paths:
             _path_matcher(path)  # a glob past the bounds is a QueryError here, before any work
         return found
@@ -57,18 +61,20 @@ class Filter:
     @property
     def active(self) -> bool:
         """Whether the filter narrows anything."""
-        return bool(self.paths or self.roots or self.where)
+        return bool(self.paths or self.roots or self.where or self.langs)
 
     def describe(self) -> str:
         """The filter as a note reads it."""
         parts = [f"path {' or '.join(self.paths)}" if self.paths else "",
                  f"root {' or '.join(self.roots)}" if self.roots else "",
-                 " and ".join(f"{k}={v}" for k, v in self.where)]
+                 " and ".join(f"{k}={v}" for k, v in self.where),
+                 f"language {' or '.join(self.langs)}" if self.langs else ""]
         return "filtered to " + "; ".join(p for p in parts if p)
 
     def to_json(self) -> dict[str, object]:
         """The filter as JSON answers echo it."""
-        return {"path": list(self.paths), "root": list(self.roots), "where": [f"{k}={v}" for k, v in self.where]}
+        return {"path": list(self.paths), "root": list(self.roots), "where": [f"{k}={v}" for k, v in self.where],
+                "lang": list(self.langs)}
 
     def documents(self, conn: Connection) -> set[int]:
         """The ids of the documents the filter allows."""
@@ -76,6 +82,9 @@ class Filter:
         for key, value in self.where:
             rows = conn.execute("SELECT document_id FROM document_fields WHERE key = ? AND value = ?", (key, value))
             found = {int(r[0]) for r in rows}
+            ids = found if ids is None else ids & found
+        if self.langs:
+            found = language_documents(conn, self.langs)
             ids = found if ids is None else ids & found
         if not self.paths and not self.roots:
             if ids is not None:
@@ -93,6 +102,28 @@ class Filter:
                 continue
             allowed.add(int(doc_id))
         return allowed
+
+
+def parse_langs(langs: Iterable[str]) -> tuple[str, ...]:
+    """Language filter values as tags (lower case, `_` as `-`); QueryError for one that is not a tag."""
+    found: list[str] = []
+    for lang in langs:
+        if not TAG.fullmatch(lang.strip()):
+            raise QueryError(f"lang {lang[:40]!r} is not a language tag; pass a code such as en, de, ja or zh-hant "
+                             "(or any, for no language preference)")
+        found.append(lang.strip().lower().replace("_", "-"))
+    return tuple(found)
+
+
+def language_documents(conn: Connection, langs: Sequence[str]) -> set[int]:
+    """The documents in one of the languages: the tag itself, or (for a tag without a subtag) any region or script
+    of it (`zh` is also `zh-cn`, `zh-hant`)."""
+    ids: set[int] = set()
+    for lang in langs:
+        rows = conn.execute("SELECT id FROM documents WHERE lang = ? OR (? NOT LIKE '%-%' AND lang LIKE ? || '-%')",
+                            (lang, lang, lang))
+        ids |= {int(r[0]) for r in rows}
+    return ids
 
 
 def document_ids_json(ids: set[int]) -> str:

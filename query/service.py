@@ -64,7 +64,8 @@ class QueryService:
         query = scrub(request.query)
         filters = request.filters
         with self.index.reader() as reader:
-            response = search(self.settings, query, request.top_k, reader, filters=filters, explain=request.explain)
+            response = search(self.settings, query, request.top_k, reader, filters=filters, explain=request.explain,
+                              lang=request.lang)
         return SearchAnswer(query, filters, response, self.mapper)
 
     def enumerate(self, request: MatchRequest | EnumerateRequest) -> MatchAnswer:

@@ -13,6 +13,7 @@ from query.verbatim import protect
 
 if TYPE_CHECKING:
     from query.explain import Note  # what a stage says about one hit, shown by --explain
+    from query.rank.language import QueryLanguage
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,7 @@ class Context:
     query: ParsedQuery
     tiers: Tiers
     reader: Reader
+    language: QueryLanguage | None = None  # the query's language; None: the language stage is off (lang any)
 
 
 @dataclass(frozen=True, slots=True)

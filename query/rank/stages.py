@@ -15,6 +15,7 @@ evidence, a reranker) goes before diversity; pinned sections stay first whatever
 from __future__ import annotations
 
 from query.fusion import diversified_prefix, rrf
+from query.rank.language import language
 from query.rank.ranked import Ranked, Stage
 from query.rank.tiers import HYBRID, VECTOR
 from query.verbatim import verbatim_ids
@@ -53,4 +54,4 @@ def diversity(ranked: Ranked) -> Ranked:
     return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
 
 
-STAGES: tuple[Stage, ...] = (fusion, verbatim, diversity)
+STAGES: tuple[Stage, ...] = (fusion, verbatim, language, diversity)
