@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from config.loader import settings_from_mapping
+from config.loader import load_settings
 from query.search import search
 
 TRANSLATED = "fastapi/docs/"
@@ -62,7 +62,7 @@ class Outcome:
 
 def measure(store_dir: Path, cases: list[dict[str, str]], k: int) -> list[Outcome]:
     """Each case ranked once through search (the store's default configuration)."""
-    settings = settings_from_mapping({"directory": str(store_dir.resolve())})
+    settings = load_settings(None, str(store_dir))  # as `knowledge --store-dir DIR` reads it
     out: list[Outcome] = []
     for case in cases:
         hits = search(settings, case["query"], top_k=k).hits[:k]
@@ -82,7 +82,7 @@ def read_cases(path: Path) -> list[dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store-dir", type=Path, required=True)
+    parser.add_argument("--store-dir", type=Path, required=True, help="as `knowledge --store-dir` takes it")
     parser.add_argument("--cases", type=Path, required=True)
     parser.add_argument("-k", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the totals as one JSON object")

@@ -18,7 +18,7 @@ from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter, document_ids_json
 from query.lexical import FANOUT
-from query.rank.language import QueryLanguage, query_language
+from query.rank.language import QueryLanguage, query_language, widened
 from query.rank.parsed import ParsedQuery, parse_query
 from query.rank.pipeline import rank
 from query.rank.ranked import Context
@@ -148,7 +148,9 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
         return SearchResponse(tier, Status.INDEX_EMPTY, note=NOTE_EMPTY, query=query)
     allowed = document_ids_json(filters.documents(reader.conn)) if filters is not None and filters.active else None
     excluded = excluded_ids(reader, query)
+    language = query_language(settings, reader, query.text, lang)
     lexical = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else ()
+    lexical = widened(reader, query, lexical, fanout, allowed, excluded, language) if ranking != VECTOR else ()
     response = SearchResponse(tier, Status.OK, note=_query_note(query, filters if allowed is not None else None),
                               dropped=query.dropped, query=query)
     tiers = Tiers(LEXICAL, lexical)
@@ -165,8 +167,8 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
         else:
             response.tier = found.tier
             tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
-    response.language = query_language(settings, reader, query.text, lang)
-    response.hits = rank(Context(query, tiers, reader, response.language), k, explain)
+    response.language = language
+    response.hits = rank(Context(query, tiers, reader, language), k, explain)
     return response
 
 

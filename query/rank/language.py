@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from pipeline import schema
-from pipeline.languages import detect_query, same_language
+from pipeline.languages import detect_query, primary, same_language
+from query.filters import document_ids_json, language_documents
+from query.rank.parsed import ParsedQuery
 from query.rank.ranked import Ranked
-from query.rank.tiers import Scored
+from query.rank.tiers import Scored, lexical_tier
 from query.reader import Hit, Reader, Translation
 
 if TYPE_CHECKING:
@@ -57,6 +59,23 @@ def query_language(settings: Settings, reader: Reader, text: str, asked: str | N
         return QueryLanguage(asked.strip().lower().replace("_", "-"), "asked", default)
     found = detect_query(text)
     return QueryLanguage(found, "detected", default) if found else QueryLanguage(default, "default", default)
+
+
+def widened(reader: Reader, query: ParsedQuery, lexical: tuple[Scored, ...], fanout: int, allowed: str | None,
+            excluded: set[int], wanted: QueryLanguage | None) -> tuple[Scored, ...]:
+    """The lexical candidates, followed (in a tree of several languages) by the best `fanout` of the query's
+    language that they lack: translations must not crowd the query's own language out of the candidates."""
+    if wanted is None or not wanted.lang:
+        return lexical
+    own = language_documents(reader.conn, (primary(wanted.lang),)) | {
+        int(r[0]) for r in reader.conn.execute("SELECT id FROM documents WHERE lang = ''")}
+    if allowed is not None:
+        own &= set(json.loads(allowed))
+    if len(own) == (len(json.loads(allowed)) if allowed is not None else reader.document_count()):
+        return lexical  # every document is in the query's language: the candidates are its already
+    seen = {cid for cid, _ in lexical}
+    more = lexical_tier(reader, query, fanout, document_ids_json(own), excluded)
+    return (*lexical, *(e for e in more if e[0] not in seen))
 
 
 @dataclass(frozen=True)
@@ -106,7 +125,7 @@ def _folded(entries: Sequence[Scored], docs: dict[int, _Doc], shown: dict[str, i
             first_of.setdefault(doc.id, cid)
     placed: set[int] = set()
     out: list[Scored] = []
-    for cid, score in entries:
+    for at, (cid, score) in enumerate(entries, start=1):
         doc = docs.get(cid)
         if doc is None or not doc.group:
             out.append((cid, score))
@@ -117,7 +136,7 @@ def _folded(entries: Sequence[Scored], docs: dict[int, _Doc], shown: dict[str, i
             placed.add(lead)
             out.append((lead, score))
             if lead != cid:
-                notes[lead] = f"stands for its translation ranked #{len(out)}"
+                notes[lead] = f"in place of its {doc.lang or '?'} translation ranked #{at}"
         elif doc.id == member and cid not in placed:
             placed.add(cid)
             out.append((cid, score))
