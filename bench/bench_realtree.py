@@ -16,7 +16,7 @@ it with that commit's code first on the path: PYTHONPATH=<checkout> python -P -m
 It ranks through query.search.search with the store's default configuration (lexical without
 embeddings). Usage:
     .venv/bin/python -m bench.bench_realtree --store-dir /tmp/lang/realtree/.k \\
-        --cases bench/realtree/fastapi_cases.jsonl [-k 5] [--json]
+        --cases bench/realtree/fastapi_cases.jsonl [-k 5] [--json] [--lang any] [--cost ROUNDS]
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from config.loader import load_settings
 from query.search import search
@@ -60,17 +62,36 @@ class Outcome:
     repeated: int
 
 
-def measure(store_dir: Path, cases: list[dict[str, str]], k: int) -> list[Outcome]:
-    """Each case ranked once through search (the store's default configuration)."""
+def measure(store_dir: Path, cases: list[dict[str, str]], k: int, lang: str | None = None) -> list[Outcome]:
+    """Each case ranked once through search (the store's default configuration; `lang` as --lang takes it)."""
     settings = load_settings(None, str(store_dir))  # as `knowledge --store-dir DIR` reads it
+    asked: dict[str, Any] = {} if lang is None else {"lang": lang}  # an older commit's search takes no lang
     out: list[Outcome] = []
     for case in cases:
-        hits = search(settings, case["query"], top_k=k).hits[:k]
+        hits = search(settings, case["query"], top_k=k, **asked).hits[:k]
         paths = [h.path for h in hits]
         pages = [page_of(p) for p in dict.fromkeys(paths)]
         out.append(Outcome(case["query"], any(case["expect"].casefold() in p.casefold() for p in paths),
                            sum(language_of(p) == "en" for p in paths), len(paths), len(pages) - len(set(pages))))
     return out
+
+
+def cost(store_dir: Path, cases: list[dict[str, str]], k: int, rounds: int) -> tuple[float, float]:
+    """Mean thread CPU seconds of one search with the language stage and with `lang any`, the two interleaved
+    query by query over `rounds` rounds on one open Reader (so both pay the same caches)."""
+    from query.reader import Reader
+
+    settings = load_settings(None, str(store_dir))
+    spent = {None: 0.0, "any": 0.0}
+    with Reader(settings) as reader:
+        for _ in range(rounds):
+            for case in cases:
+                for lang in (None, "any"):
+                    began = time.thread_time()
+                    search(settings, case["query"], top_k=k, reader=reader, lang=lang)
+                    spent[lang] += time.thread_time() - began
+    runs = rounds * len(cases)
+    return spent[None] / runs, spent["any"] / runs
 
 
 def read_cases(path: Path) -> list[dict[str, str]]:
@@ -86,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, required=True)
     parser.add_argument("-k", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the totals as one JSON object")
+    parser.add_argument("--lang", default=None, help="search with this lang (`any`: no language stage)")
+    parser.add_argument("--cost", type=int, default=0, metavar="ROUNDS",
+                        help="also time the stage: CPU per search with and without it, interleaved, ROUNDS rounds")
     args = parser.parse_args(argv)
-    found = measure(args.store_dir, read_cases(args.cases), args.k)
+    found = measure(args.store_dir, read_cases(args.cases), args.k, args.lang)
     passed = sum(o.passed for o in found)
     english, hits = sum(o.english for o in found), sum(o.hits for o in found)
     repeated = sum(o.repeated for o in found)
@@ -100,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"passed {passed} of {len(found)} in the top {args.k}")
     print(f"English share of the top-{args.k} hits: {english / hits if hits else 0:.3f} ({english} of {hits})")
     print(f"repeated translations in the top {args.k}: {repeated}")
+    if args.cost:
+        staged, off = cost(args.store_dir, read_cases(args.cases), args.k, args.cost)
+        print(f"CPU per search: {staged * 1e3:.2f} ms with the language stage, {off * 1e3:.2f} ms with lang any "
+              f"(ratio {staged / off:.2f}; {args.cost} rounds, interleaved)")
     return 0
 
 

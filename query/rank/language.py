@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from config.settings import Settings
 from pipeline import schema
 from pipeline.languages import detect_query, primary, same_language
-from query.filters import document_ids_json, language_documents
+from query.frequency import without_common
 from query.rank.parsed import ParsedQuery
 from query.rank.ranked import Ranked
 from query.rank.tiers import Scored, lexical_tier
@@ -61,20 +61,27 @@ def query_language(settings: Settings, reader: Reader, text: str, asked: str | N
     return QueryLanguage(found, "detected", default) if found else QueryLanguage(default, "default", default)
 
 
+_OWN = "(lang = ? OR lang LIKE ? || '-%' OR lang = '')"  # a document in the query's language, or in none
+
+
 def widened(reader: Reader, query: ParsedQuery, lexical: tuple[Scored, ...], fanout: int, allowed: str | None,
             excluded: set[int], wanted: QueryLanguage | None) -> tuple[Scored, ...]:
     """The lexical candidates, followed (in a tree of several languages) by the best `fanout` of the query's
-    language that they lack: translations must not crowd the query's own language out of the candidates."""
-    if wanted is None or not wanted.lang:
+    language that they lack: translations must not crowd the query's own language out of the candidates.
+
+    The second look runs the query the first ran (its common terms dropped alike, query/frequency.py)
+    over the documents in the query's language (or in none), within the filter."""
+    if wanted is None or not wanted.lang or not lexical:
         return lexical
-    own = language_documents(reader.conn, (primary(wanted.lang),)) | {
-        int(r[0]) for r in reader.conn.execute("SELECT id FROM documents WHERE lang = ''")}
-    if allowed is not None:
-        own &= set(json.loads(allowed))
-    if len(own) == (len(json.loads(allowed)) if allowed is not None else reader.document_count()):
+    within = " AND id IN (SELECT value FROM json_each(?))" if allowed is not None else ""
+    args = (primary(wanted.lang), primary(wanted.lang), *(() if allowed is None else (allowed,)))
+    conn = reader.conn
+    if conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM documents WHERE NOT {_OWN}{within})", args).fetchone()[0]:
         return lexical  # every document is in the query's language: the candidates are its already
+    own = str(conn.execute(f"SELECT json_group_array(id) FROM documents WHERE {_OWN}{within}", args).fetchone()[0])
+    pruned = ParsedQuery(query.text, without_common(conn, query.lexical, fanout))
     seen = {cid for cid, _ in lexical}
-    more = lexical_tier(reader, query, fanout, document_ids_json(own), excluded)
+    more = lexical_tier(reader, pruned, fanout, own, excluded)
     return (*lexical, *(e for e in more if e[0] not in seen))
 
 
@@ -182,7 +189,7 @@ def with_translations(reader: Reader, ranked: Ranked, hits: list[Hit]) -> list[H
         return hits
     rows = reader.conn.execute(
         "SELECT h.path, h.lang, m.id, m.path, m.lang FROM documents h LEFT JOIN documents m"
-        " ON m.translation_group = h.translation_group AND h.translation_group != '' AND m.id != h.id"
+        " ON m.translation_group = h.translation_group AND m.translation_group != '' AND m.id != h.id"
         " WHERE h.path IN (SELECT value FROM json_each(?)) ORDER BY m.lang, m.path",
         (json.dumps(sorted({h.path for h in hits})),)).fetchall()
     langs = {str(r[0]): str(r[1]) for r in rows}
@@ -202,15 +209,17 @@ def _best_sections(reader: Reader, ranked: Ranked, doc_ids: set[int]) -> dict[in
     if not doc_ids:
         return {}
     tiers = ranked.context.tiers
-    order = [cid for cid, _ in (*ranked.entries, *tiers.lexical, *tiers.vector)]
-    rows = reader.conn.execute(
-        "SELECT id, document_id, ordinal, heading_path FROM chunks WHERE document_id IN"
-        " (SELECT value FROM json_each(?)) AND (ordinal = 0 OR id IN (SELECT value FROM json_each(?)))",
-        (json.dumps(sorted(doc_ids)), json.dumps(order))).fetchall()
-    at = {cid: i for i, cid in reversed(list(enumerate(order)))}
-    best: dict[int, tuple[float, int, str]] = {}
-    for cid, doc_id, ordinal, heading in rows:
-        rank = at.get(int(cid), float("inf"))
-        if int(doc_id) not in best or rank < best[int(doc_id)][0]:
-            best[int(doc_id)] = (rank, int(ordinal), str(heading))
-    return {doc_id: (ordinal, heading) for doc_id, (_, ordinal, heading) in best.items()}
+    order = list(dict.fromkeys(cid for cid, _ in (*ranked.entries, *tiers.lexical, *tiers.vector)))
+    best: dict[int, tuple[int, str]] = {}
+    rows = reader.conn.execute("SELECT id, document_id, ordinal, heading_path FROM chunks"
+                               " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(order),)).fetchall()
+    found = {int(cid): (int(doc_id), int(ordinal), str(heading)) for cid, doc_id, ordinal, heading in rows}
+    for cid in order:
+        if cid in found and found[cid][0] in doc_ids:
+            best.setdefault(found[cid][0], found[cid][1:])
+    rest = sorted(doc_ids - best.keys())
+    if rest:
+        best.update((int(d), (0, str(h))) for d, h in reader.conn.execute(
+            "SELECT document_id, heading_path FROM chunks WHERE ordinal = 0 AND document_id IN"
+            " (SELECT value FROM json_each(?))", (json.dumps(rest),)))
+    return best
