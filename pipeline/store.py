@@ -124,6 +124,7 @@ class Store:
                 waiting.append((doc_id, doc, kept))
                 outcomes.append(outcome)
             self._insert_chunks(conn, waiting)
+            translations.mark_stale(conn)
         return outcomes
 
     def _insert_chunks(self, conn: db.Connection, waiting: list[tuple[int, Document, dict[str, bytes]]]) -> None:
@@ -144,7 +145,10 @@ class Store:
     def regroup(self, conventions: translations.Conventions) -> int:
         """Assign every document's language and translation group anew (pipeline/translations.py), in one
         transaction; the documents whose language or group changed. The writer runs it when a run finishes
-        and after a removal."""
+        and after a removal; nothing is done when no document was written since a pass under the same
+        conventions."""
+        if translations.current(self.conn, conventions):
+            return 0
         with self.transaction() as conn:
             return translations.assign(conn, conventions)
 
@@ -167,6 +171,8 @@ class Store:
         for path in paths:
             with self.transaction() as conn:
                 cur = conn.execute("DELETE FROM documents WHERE path = ?", (path,))
+                if cur.rowcount:
+                    translations.mark_stale(conn)
             if cur.rowcount:
                 removed.append(path)
         # Counted only when something went: forgetting a file that was never stored (a binary file

@@ -19,11 +19,13 @@ path once the language directory or suffix is set aside (`docs/*/guide/intro.md`
 front-matter `translationKey`, or one names the other with `translation_of` (a path, or a key).
 The group is named by its first member's path. assign() recomputes both for every document in one
 pass and writes only what changed; the writer runs it when a run finishes (after its removals) and
-after `knowledge rm`, so groups stay right after adds, changes and removals.
+after `knowledge rm`, so groups stay right after adds, changes and removals. A run that wrote
+nothing under unchanged conventions skips it (meta `languages_assigned`, unset by every write).
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -74,21 +76,44 @@ class PathLanguage:
 
 
 class _Tree:
-    """The directories of every stored path and their children, to see whether a name follows a convention."""
+    """The directories of every stored path and their children, to see whether a name follows a convention.
+
+    Every question is a dictionary lookup (the language directories under each parent, the suffixed
+    pages of each directory counted once), so the pass is linear in the tree's paths.
+    """
 
     def __init__(self, paths: Iterable[str], conventions: Conventions) -> None:
-        self.conventions = conventions
+        self.extra = tuple(c.lower() for c in conventions.codes)
+        self.suffixes = conventions.suffixes
         self.configured = {d.strip("/") for d in conventions.directories}
-        self.children: dict[str, set[str]] = {}
-        self.files: dict[str, set[str]] = {}
+        self.languages: dict[str, set[str]] = {}  # parent directory -> its children that are language tags
+        self.files: dict[str, set[str]] = {}  # directory -> its files' names
+        self.suffixed: dict[tuple[str, str, str], int] = {}  # (directory, stem, ext) -> pages with a language suffix
+        self._tags: dict[str, str | None] = {}
         for path in paths:
             parts = path.split("/")
             for i in range(len(parts) - 1):
-                self.children.setdefault("/".join(parts[:i]), set()).add(parts[i])
-            self.files.setdefault("/".join(parts[:-1]), set()).add(parts[-1])
+                if self.tag(parts[i]) is not None:
+                    self.languages.setdefault("/".join(parts[:i]), set()).add(parts[i])
+            directory = "/".join(parts[:-1])
+            self.files.setdefault(directory, set()).add(parts[-1])
+            split = self._suffix(parts[-1])
+            if split is not None:
+                key = (directory, split[0], split[2])
+                self.suffixed[key] = self.suffixed.get(key, 0) + 1
 
     def tag(self, name: str) -> str | None:
-        return tag(name, self.conventions.codes)
+        if name not in self._tags:
+            self._tags[name] = tag(name, self.extra)
+        return self._tags[name]
+
+    def _suffix(self, name: str) -> tuple[str, str, str] | None:
+        """(stem, language, extension) of a `stem.<language>.ext` name, else None."""
+        pieces = name.split(".")
+        if len(pieces) < 3:
+            return None
+        found = self.tag(pieces[-2])
+        return None if found is None else (".".join(pieces[:-2]), found, pieces[-1])
 
     def directory_language(self, parts: Sequence[str]) -> PathLanguage | None:
         """The first directory of a path that is a language directory, and the path's group key."""
@@ -97,27 +122,19 @@ class _Tree:
             if found is None:
                 continue
             parent = "/".join(parts[:i])
-            siblings = self.children.get(parent, set()) - {parts[i]}
-            if parent in self.configured or any(self.tag(s) for s in siblings):
+            if parent in self.configured or len(self.languages.get(parent, ())) > 1:
                 return PathLanguage(found, PATH, "/".join((*parts[:i], "*", *parts[i + 1:])))
         return None
 
     def suffix_language(self, parts: Sequence[str]) -> PathLanguage | None:
         """`page.de.md`: the suffix's language when the convention shows beside it (or is configured)."""
-        name = parts[-1]
-        pieces = name.split(".")
-        if len(pieces) < 3:
+        split = self._suffix(parts[-1])
+        if split is None:
             return None
-        found = self.tag(pieces[-2])
-        if found is None:
-            return None
-        stem, ext = ".".join(pieces[:-2]), pieces[-1]
+        stem, found, ext = split
         directory = "/".join(parts[:-1])
-        beside = self.files.get(directory, set()) - {name}
-        shown = f"{stem}.{ext}" in beside or any(
-            b.startswith(stem + ".") and b.endswith("." + ext) and self.tag(b[len(stem) + 1:-len(ext) - 1])
-            for b in beside)
-        if not (shown or self.conventions.suffixes):
+        shown = f"{stem}.{ext}" in self.files.get(directory, ()) or self.suffixed[(directory, stem, ext)] > 1
+        if not (shown or self.suffixes):
             return None
         return PathLanguage(found, SUFFIX, "/".join((*parts[:-1], f"{stem}.*.{ext}")))
 
@@ -127,9 +144,8 @@ class _Tree:
         if len(pieces) != 2:
             return None
         stem, ext = pieces
-        beside = self.files.get("/".join(parts[:-1]), set())
-        if any(b.startswith(stem + ".") and b.endswith("." + ext) and b.count(".") == parts[-1].count(".") + 1
-               and self.tag(b[len(stem) + 1:-len(ext) - 1]) for b in beside):
+        directory = "/".join(parts[:-1])
+        if (directory, stem, ext) in self.suffixed:
             return "/".join((*parts[:-1], f"{stem}.*.{ext}"))
         return None
 
@@ -242,8 +258,25 @@ def assign(conn: Connection, conventions: Conventions) -> int:
         if current.get(row.id) != wanted:
             changes.append((*wanted, row.id))
     conn.executemany("UPDATE documents SET lang = ?, lang_source = ?, translation_group = ? WHERE id = ?", changes)
-    schema.write_meta(conn, {schema.COMMON_LANGUAGE_KEY: common})
+    schema.write_meta(conn, {schema.COMMON_LANGUAGE_KEY: common, schema.LANGUAGES_KEY: fingerprint(conventions)})
     return len(changes)
+
+
+def fingerprint(conventions: Conventions) -> str:
+    """The conventions as the store records them: a pass under the same ones over an unwritten tree is skipped."""
+    return json.dumps([conventions.default.lower(), sorted(conventions.directories), conventions.suffixes,
+                       sorted(conventions.codes)])
+
+
+def current(conn: Connection, conventions: Conventions) -> bool:
+    """Whether every document's language and group are those a pass would assign now: nothing was written
+    since the last pass (a write unsets the mark: mark_stale) and it ran under the same conventions."""
+    return schema.meta_value(conn, schema.LANGUAGES_KEY) == fingerprint(conventions)
+
+
+def mark_stale(conn: Connection) -> None:
+    """Record that documents changed since the last pass (in the writer's transaction)."""
+    schema.delete_meta(conn, schema.LANGUAGES_KEY)
 
 
 def _most_common(langs: Iterable[str]) -> str:

@@ -147,3 +147,23 @@ def test_the_mcp_search_tool_answers_in_the_querys_language_with_translations(wo
     assert _first(german) == ("docs/de/guide/upload.md", ["en", "ja"])
     assert {r["lang"] for r in only["results"]} == {"de"}
     assert sorted(_uploads_shown(every)) == sorted(UPLOADS)
+
+
+def test_the_search_page_links_each_translation_and_takes_a_language(workdir: Path, run_cli: RunCli) -> None:
+    _indexed(workdir, run_cli)
+    settings = settings_from_mapping({"expose": {"mcp": {"builtins": ["knowledge_search", "knowledge_enumerate"]}}},
+                                     store_base=workdir)
+    with Running(build_app(settings, "127.0.0.1", None, warn=lambda m: None)) as url:
+        def page(**params: str) -> str:
+            response = httpx.get(url + "/", params=params, timeout=10)
+            assert response.status_code == 200, response.text
+            return response.text
+
+        german = page(q=GERMAN)
+        start = german.index('<li class="hit">')
+        first = german[start:german.index("</li>", start)]
+        assert "docs/de/guide/upload.md" in first and "Also in: " in first
+        assert '<a href="/show/docs/en/guide/upload.md%230" hreflang="en">en</a>' in first
+        assert 'hreflang="ja">ja</a>' in first
+        every = page(q="multipart", lang="any")
+        assert "Also in:" not in every and all(p in every for p in UPLOADS)
