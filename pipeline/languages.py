@@ -10,7 +10,6 @@ words, a tie) is None: the caller falls back on the tree's default language.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,7 +22,7 @@ ur uz vi yo zh zu
 """.split())
 # A tag: a code, then region or script subtags (`zh-cn`, `zh-hant`, `pt_BR`).
 TAG = re.compile(r"[a-z]{2,3}(?:[-_](?:[a-z]{2}|[0-9]{3}|[a-z]{4}))*", re.IGNORECASE)
-TEXT_SAMPLE = 20_000  # characters of a document read to tell its language
+TEXT_SAMPLE = 5_000  # characters of a document read to tell its language
 MIN_TEXT_WORDS = 3  # stop words a document's text needs before its language is taken from them
 SCRIPT_SHARE = 0.15  # share of a text's letters in one non-Latin script that makes the text that script's
 
@@ -59,6 +58,7 @@ def _word_table(lists: Mapping[str, str]) -> dict[str, str]:
 
 STOP_WORDS = _word_table(_STOP_WORDS)
 _WORD = re.compile(r"[^\W\d_]+")
+_WORD_CHARS = re.compile(r"[^\W\d_]")
 
 
 def tag(name: str, extra: Iterable[str] = ()) -> str | None:
@@ -81,43 +81,32 @@ def same_language(a: str, b: str) -> bool:
     return bool(a) and bool(b) and primary(a) == primary(b)
 
 
-def _script(char: str) -> str | None:
-    """The script a letter is written in, for the scripts that tell a language (None: Latin or other)."""
-    code = ord(char)
-    if 0x3040 <= code <= 0x30FF or 0x31F0 <= code <= 0x31FF or 0xFF66 <= code <= 0xFF9D:
-        return "kana"
-    if 0xAC00 <= code <= 0xD7AF or 0x1100 <= code <= 0x11FF or 0x3130 <= code <= 0x318F:
-        return "hangul"
-    if 0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0xF900 <= code <= 0xFAFF:
-        return "han"
-    if code < 0x0370:
-        return None
-    name = unicodedata.name(char, "").split(" ", 1)[0]
-    return name.lower() if name in _NAMED_SCRIPTS else None
-
-
-_NAMED_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARABIC", "HEBREW", "DEVANAGARI", "THAI", "BENGALI", "TAMIL",
-                            "GEORGIAN", "ARMENIAN"})
+_SCRIPTS = {name: re.compile(f"[{ranges}]") for name, ranges in (
+    ("kana", "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9d"),
+    ("hangul", "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"),
+    ("han", "\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff"),
+    ("cyrillic", "\u0400-\u04ff"), ("greek", "\u0370-\u03ff"), ("arabic", "\u0600-\u06ff"),
+    ("hebrew", "\u0590-\u05ff"), ("devanagari", "\u0900-\u097f"), ("thai", "\u0e00-\u0e7f"),
+    ("bengali", "\u0980-\u09ff"), ("tamil", "\u0b80-\u0bff"), ("georgian", "\u10a0-\u10ff"),
+    ("armenian", "\u0530-\u058f"),
+)}
 _SCRIPT_LANGUAGE = {"greek": "el", "hebrew": "he", "devanagari": "hi", "thai": "th", "bengali": "bn",
                     "tamil": "ta", "georgian": "ka", "armenian": "hy"}
 
 
 def _by_script(text: str, share: float) -> str | None:
-    """The language a text's non-Latin script tells, when at least `share` of its letters are in one."""
-    counts: Counter[str] = Counter()
-    letters = 0
-    for char in text:
-        if char.isalpha():
-            letters += 1
-            script = _script(char)
-            if script is not None:
-                counts[script] += 1
+    """The language a text's non-Latin script tells, when at least `share` of its letters are in one
+    (each script counted by one regular expression: no loop over the characters in Python)."""
+    if text.isascii():
+        return None
+    letters = len(_WORD_CHARS.findall(text))
     if not letters:
         return None
+    counts = {name: len(pattern.findall(text)) for name, pattern in _SCRIPTS.items()}
     if counts["kana"] and (counts["kana"] + counts["han"]) >= share * letters:
         return "ja"
-    best = max(counts, key=lambda s: (counts[s], s), default=None)
-    if best is None or counts[best] < share * letters:
+    best = max(counts, key=lambda name: (counts[name], name))
+    if not counts[best] or counts[best] < share * letters:
         return None
     return _script_language(best, text)
 

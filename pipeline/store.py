@@ -92,7 +92,7 @@ class Store:
                 row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
                 values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp,
                           ns, front_matter.to_json(doc.fields), doc.policy,
-                          *document_hint(doc.fields, doc.title, (c.body for c in doc.chunks)))
+                          *(doc.language or document_hint(doc.fields, doc.title, (c.body for c in doc.chunks))))
                 kept: dict[str, bytes] = {}
                 if row is None:
                     cur = conn.execute(
