@@ -112,7 +112,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def filter_options(command: F) -> F:
-    """--path, --root and --where (each repeatable): the filters of search and match (query/filters.py)."""
+    """--path, --root and --where (each repeatable) and --lang: the filters of search and match (query/filters.py)."""
     for option in reversed((
         click.option("--path", "paths", multiple=True, metavar="PREFIX|GLOB",
                      help="Only documents under this path prefix or matching this glob (docs/api/**); "
@@ -122,6 +122,9 @@ def filter_options(command: F) -> F:
         click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
                      help="Only documents whose front-matter field KEY equals VALUE (a list field: contains it); "
                           "repeat for all of several."),
+        click.option("--lang", "lang", default=None, metavar="CODE|any",
+                     help="Only documents in this language (en, de, ja, zh-hant). A search without it answers in "
+                          "the query's language and shows a translated page once; `any` turns that off."),
     )):
         command = option(command)
     return command

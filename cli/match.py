@@ -79,7 +79,7 @@ def match_command(
     obj: Context, words: tuple[str, ...], limit: int | None, show_all: bool, sort: str, min_matches: int,
     paths_only: bool, null: bool,
     count_only: bool, exit_code: bool, as_json: bool,
-    paths: tuple[str, ...], roots: tuple[str, ...], where: tuple[str, ...],
+    paths: tuple[str, ...], roots: tuple[str, ...], where: tuple[str, ...], lang: str | None,
 ) -> None:
     """List every document containing all the words of QUERY, completely and unranked.
 
@@ -98,7 +98,7 @@ def match_command(
     configure_metrics("knowledge-cli")
     service = QueryService(settings)
     answer = service.enumerate(MatchRequest(query, wanted, sort, wanted is None, min_matches, list(paths),
-                                            list(roots), list(where), count_only))
+                                            list(roots), list(where), count_only, lang))
     result, mapper = answer.result, service.mapper
     if as_json:
         echo_json(answer.to_json())
@@ -151,10 +151,12 @@ def _render(result: EnumerateResult, mapper: CitationMapper | None) -> None:
         )
     if result.documents:
         mapped = mapper is not None and mapper.configured
-        headers: list[tuple[str, JustifyMethod]] = [("Path", "left"), ("Body", "right"), ("Heading", "right")]
+        headers: list[tuple[str, JustifyMethod]] = [("Path", "left"), ("Lang", "left"), ("Body", "right"),
+                                                    ("Heading", "right")]
         table = _table([*headers, ("Mapped", "left")] if mapped else headers)
         for doc in result.documents:
-            cells: list[Text | str] = [_text(doc.path), str(doc.body_matches), str(doc.heading_matches)]
+            cells: list[Text | str] = [_text(doc.path), _text(doc.lang), str(doc.body_matches),
+                                       str(doc.heading_matches)]
             if mapper is not None and mapped:
                 cells.append(_text(mapper.map_document(doc.path) or ""))
             table.add_row(*cells)

@@ -43,14 +43,15 @@ from query.terms import LexicalQuery
               help="Show per result its lexical rank and BM25 score, vector rank and distance, and RRF shares.")
 @pass_context
 def search_command(obj: Context, words: tuple[str, ...], top_k: int | None, full: bool, as_json: bool,
-                   paths: tuple[str, ...], roots: tuple[str, ...], where: tuple[str, ...], explain: bool) -> None:
+                   paths: tuple[str, ...], roots: tuple[str, ...], where: tuple[str, ...], lang: str | None,
+                   explain: bool) -> None:
     """Rank the sections that best answer QUERY (its words need no quotes)."""
     query = query_text(words)
     settings = obj.settings
     configure_tracing("knowledge-cli")  # each loads its SDK only when an exporter is configured
     configure_metrics("knowledge-cli")
     service = QueryService(settings)
-    answer = service.search(SearchRequest(query, top_k, list(paths), list(roots), list(where), explain))
+    answer = service.search(SearchRequest(query, top_k, list(paths), list(roots), list(where), explain, lang))
     response = answer.response
     echo_tier(response.tier, as_json)
     mapper = service.mapper
@@ -92,6 +93,8 @@ def render_hits(hits: list[Hit], full: bool, mapped: list[str | None] | None = N
             if bold and query is not None:
                 shown = styled(shown, query, lambda word: click.style(word, bold=True))
             click.echo(f"        Chunk: {shown}")
+        if hit.translations:
+            click.echo(f"      also in: {clean(', '.join(t.lang for t in hit.translations))}")
         if hit.explain is not None:
             click.echo(f"      {hit.explain.line()}")
 
@@ -212,10 +215,10 @@ def _sources_table(listing: SourcesListing) -> None:
     rows = list(listing.documents())
     mapped = listing.mapper is not None
     table = Table()
-    for column in ("Path", "Chunks", "Last Indexed") + (("Mapped",) if mapped else ()):
+    for column in ("Path", "Lang", "Chunks", "Last Indexed") + (("Mapped",) if mapped else ()):
         table.add_column(column)
     for row in rows:
-        cells = [clean(row["path"]), str(row["chunks"]), row["indexed_at"]]
+        cells = [clean(row["path"]), clean(row["lang"]), str(row["chunks"]), row["indexed_at"]]
         if mapped:
             cells.append(clean(row["mapped"] or ""))
         table.add_row(*cells)

@@ -281,6 +281,19 @@ def _check_values(settings: Settings, where: str) -> None:
         raise ConfigError(f"{where}: knowledge.rm_max_percent must be between 0 and 100, got {settings.rm_max_percent}")
     if settings.workers < 1 or settings.batch_files < 1:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
+    _check_languages(settings, where)
+
+
+_LANGUAGE_TAG = r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*"
+
+
+def _check_languages(settings: Settings, where: str) -> None:
+    """knowledge.languages: the default and the extra codes are language tags (`en`, `pt-br`, `zh-hant`)."""
+    languages = settings.languages
+    for key, value in (("default", languages.default), *(("codes", c) for c in languages.codes)):
+        if value and not re.fullmatch(_LANGUAGE_TAG, value):
+            raise ConfigError(f"{where}: knowledge.languages.{key} {value!r} is not a language tag; write a code "
+                              "such as en, de, pt-br or zh-hant")
 
 
 def _check_formats(formats: tuple[str, ...], where: str) -> None:

@@ -146,6 +146,22 @@ class PublishSettings:
 
 
 @dataclass(frozen=True)
+class LanguageSettings:
+    """How a tree's documents get their language and translation groups (pipeline/translations.py)."""
+
+    default: str = field(default="", metadata=_help(
+        "The language of a query too short to tell and of a document nothing tells (default: the tree's most "
+        "common language)."))
+    directories: tuple[str, ...] = field(default=(), metadata=_help(
+        "Directories (stored spelling) whose subdirectories are language directories (`docs` for docs/de/...), "
+        "without needing a second language directory beside them."))
+    suffixes: bool = field(default=False, metadata=_help(
+        "Read `page.de.md` as German even when no `page.md` or other translation is beside it."))
+    codes: tuple[str, ...] = field(default=(), metadata=_help(
+        "Language codes beyond the built-in ISO 639-1 list that directory or suffix names may be."))
+
+
+@dataclass(frozen=True)
 class Settings:
     """The whole `knowledge:` block, with the store location resolved."""
 
@@ -204,6 +220,8 @@ class Settings:
     )
     expose: ExposeSettings = field(default_factory=ExposeSettings, metadata=_help("Serving."))
     publish: PublishSettings = field(default_factory=PublishSettings, metadata=_help("Published snapshots."))
+    languages: LanguageSettings = field(default_factory=LanguageSettings, metadata=_help(
+        "Document languages and translation groups (docs/ranking.md)."))
     store_base: Path = field(default_factory=Path.cwd, metadata=_help("Base of relative store dirs."))
     config_path: Path | None = field(default=None, metadata=_help("The file these came from."))
 

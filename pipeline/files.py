@@ -12,6 +12,7 @@ from config.errors import FileSkipped, PipelineError
 from pipeline import formats
 from pipeline.chunker import chunk_text
 from pipeline.front_matter import split as split_front_matter
+from pipeline.languages import document_hint
 from pipeline.models import Document, FileJob
 from pipeline.walker import not_regular
 
@@ -164,4 +165,5 @@ def ingest_file(job: FileJob, force: bool = False) -> Document | str:
         fields=fields,
         front_matter_error=error,
         policy=formats.policy_of(job.path),
+        language=document_hint(fields, title or chunked.title, (c.body for c in chunked.chunks)),
     )

@@ -10,13 +10,15 @@ has exactly one step (tests/pipeline/test_migrations.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from pipeline import formats, schema, vector_codes
+from pipeline import formats, schema, translations, vector_codes
 from pipeline.db import Connection
 from pipeline.identifiers import identifiers
+from pipeline.languages import TEXT_SAMPLE, document_hint
 from pipeline.paths import PathBase
 
 
@@ -128,6 +130,27 @@ def _group_codes(conn: Connection, base: PathBase) -> None:
     vector_codes.regroup(conn)
 
 
+def _add_languages(conn: Connection, base: PathBase) -> None:
+    """Format 8 recorded no language or translation group per document; add the columns and fill them.
+
+    Each document's front-matter or text language is told from its stored fields and sections
+    (nothing is read from the files again), then every language and group is assigned from the
+    paths (pipeline/translations.py) as an unconfigured tree shows them; the run's own pass at its
+    end applies knowledge.languages.
+    """
+    schema.add_language_columns(conn)
+    schema.ensure(conn)
+    documents = conn.execute("SELECT id, title, fields FROM documents").fetchall()
+    hints = []
+    for doc_id, title, fields in documents:
+        bodies = [str(r[0]) for r in conn.execute(
+            "SELECT substr(body, 1, ?) FROM chunks WHERE document_id = ? ORDER BY ordinal LIMIT 50",
+            (TEXT_SAMPLE, doc_id))]
+        hints.append((*document_hint(json.loads(fields) if fields else {}, title, bodies), doc_id))
+    conn.executemany("UPDATE documents SET text_lang = ?, text_lang_source = ? WHERE id = ?", hints)
+    translations.assign(conn, translations.Unconfigured())
+
+
 STEPS = (
     Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
     Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
@@ -141,6 +164,8 @@ STEPS = (
                              " nothing is read again)"),
     Step(7, 8, _group_codes, "files the vector codes as one row per list, so a query reads each probed list"
                              " in one read (nothing is embedded again)"),
+    Step(8, 9, _add_languages, "records each document's language and translation group (told from its path,"
+                               " front matter or stored text; nothing is read again)"),
 )
 _BY_SOURCE = {step.source: step for step in STEPS}
 

@@ -66,6 +66,9 @@ class Document:
     front_matter_error: str | None = None
     # the chunk policy it was built with (pipeline/formats: `<format>:<extractor>+chunk:<chunker>`)
     policy: str = ""
+    # its language as its front matter or text tells it, and which told it (pipeline/languages.document_hint),
+    # told where it is read, off the writer; None: not told yet (the writer tells it)
+    language: tuple[str, str] | None = None
     # float32 blobs by chunk ordinal, attached by the writer (they never cross a queue with the document)
     vectors: dict[int, bytes] = field(default_factory=dict)
 
@@ -92,6 +95,7 @@ class Document:
             fields=data.get("fields") or {},
             front_matter_error=data.get("front_matter_error"),
             policy=data.get("policy") or "",
+            language=(str(data["language"][0]), str(data["language"][1])) if data.get("language") else None,
         )
 
 

@@ -18,7 +18,7 @@ from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline import identifiers
 from pipeline.db import Connection
 
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 # The oldest format the writer of an index run migrates (pipeline/migrations.py holds one step per
 # format from here to FORMAT_VERSION); an older store is refused with `knowledge reset --force`.
 MIGRATES_FROM = 1
@@ -27,6 +27,11 @@ FIELDS_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN fields TEXT"
 # Format 3 kept a float copy of every vector beside bit codes; its migration drops both.
 # Format 5 recorded no chunk policy per document; its migration adds the column.
 POLICY_COLUMN_DDL = "ALTER TABLE documents ADD COLUMN policy TEXT NOT NULL DEFAULT ''"
+# Format 6 recorded no language per document; its migration adds these (pipeline/translations.py).
+LANGUAGE_COLUMNS = ("text_lang", "text_lang_source", "lang", "lang_source", "translation_group")
+GROUP_INDEX_DDL = ("CREATE INDEX IF NOT EXISTS documents_translation_group ON documents(translation_group)"
+                   " WHERE translation_group != ''")
+ADD_LANGUAGES_DDL = tuple(f"ALTER TABLE documents ADD COLUMN {c} TEXT NOT NULL DEFAULT ''" for c in LANGUAGE_COLUMNS)
 LEGACY_CODE_TABLES = ("chunks_vec_bits", "chunks_vec_f32")
 LEGACY_CODES_TRIGGER = "chunks_vec_bits_ad"
 
@@ -64,6 +69,8 @@ QUERY_PREFIX_KEY = "query_prefix"
 DOCUMENT_PREFIX_KEY = "document_prefix"
 DOCUMENT_RECIPE_KEY = "document_recipe"  # how a section's text was embedded (pipeline/embedding_input.py)
 VECTOR_CODES_KEY = "vector_codes"
+COMMON_LANGUAGE_KEY = "common_language"  # the tree's most common document language (pipeline/translations.py)
+LANGUAGES_KEY = "languages_assigned"  # the conventions the languages were last assigned by; unset: a write since
 VECTOR_CODES_STATE_KEY = "vector_codes_state"  # JSON: the vectors the centroids were trained on, their count, scale
 # The identity of a shadow vector build under way (pipeline/shadow.py): the same fields, prefixed.
 NEXT_KEY_PREFIX = "next_"
@@ -150,7 +157,12 @@ CREATE TABLE IF NOT EXISTS documents (
     indexed_at  TEXT NOT NULL,
     indexed_ns  INTEGER NOT NULL,
     fields      TEXT,
-    policy      TEXT NOT NULL DEFAULT ''
+    policy      TEXT NOT NULL DEFAULT '',
+    text_lang        TEXT NOT NULL DEFAULT '',
+    text_lang_source TEXT NOT NULL DEFAULT '',
+    lang             TEXT NOT NULL DEFAULT '',
+    lang_source      TEXT NOT NULL DEFAULT '',
+    translation_group TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS documents_root ON documents(root);
 CREATE TABLE IF NOT EXISTS document_fields (
@@ -240,6 +252,8 @@ def ensure(conn: Connection) -> None:
     """Create every missing table and trigger, leaving those present as they are (in the caller's transaction)."""
     for statement in _statements():
         conn.execute(statement)
+    if "translation_group" in {str(r[1]) for r in conn.execute("PRAGMA table_info(documents)")}:
+        conn.execute(GROUP_INDEX_DDL)  # format 7 on: an older store being migrated gets it with its columns
 
 
 def add_identifier_columns(conn: Connection) -> None:
@@ -449,6 +463,14 @@ def add_policy_column(conn: Connection) -> None:
     """Add format 6's documents.policy to a format 5 store that lacks it (inside the caller's transaction)."""
     if not has_policy_column(conn):
         conn.execute(POLICY_COLUMN_DDL)
+
+
+def add_language_columns(conn: Connection) -> None:
+    """Add format 7's language columns to a format 6 documents table that lacks them (in the caller's transaction)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(documents)")}
+    for column, ddl in zip(LANGUAGE_COLUMNS, ADD_LANGUAGES_DDL, strict=True):
+        if column not in columns:
+            conn.execute(ddl)
 
 
 def drop_legacy_vector_codes(conn: Connection) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.errors import StoreError
-from pipeline import db, front_matter, impacts, integrity, migrations, schema
+from pipeline import db, front_matter, impacts, integrity, migrations, schema, translations
 from pipeline.identifiers import identifiers
+from pipeline.languages import document_hint
 from pipeline.models import Document
 from pipeline.paths import PathBase
 
@@ -92,12 +93,14 @@ class Store:
             for doc in docs:
                 row = conn.execute("SELECT id FROM documents WHERE path = ?", (doc.path,)).fetchone()
                 values = (doc.root, doc.source, doc.title, doc.sha256, doc.size, doc.mtime_ns, len(doc.chunks), stamp,
-                          ns, front_matter.to_json(doc.fields), doc.policy)
+                          ns, front_matter.to_json(doc.fields), doc.policy,
+                          *(doc.language or document_hint(doc.fields, doc.title, (c.body for c in doc.chunks))))
                 kept: dict[str, bytes] = {}
                 if row is None:
                     cur = conn.execute(
                         "INSERT INTO documents(root, source, title, sha256, size, mtime_ns, chunk_count, indexed_at,"
-                        " indexed_ns, fields, policy, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " indexed_ns, fields, policy, text_lang, text_lang_source, path)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (*values, doc.path),
                     )
                     assert cur.lastrowid is not None  # set by every one-row INSERT
@@ -112,7 +115,8 @@ class Store:
                     conn.execute("DELETE FROM document_fields WHERE document_id = ?", (doc_id,))
                     conn.execute(
                         "UPDATE documents SET root = ?, source = ?, title = ?, sha256 = ?, size = ?, mtime_ns = ?,"
-                        " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ?, policy = ? WHERE id = ?",
+                        " chunk_count = ?, indexed_at = ?, indexed_ns = ?, fields = ?, policy = ?, text_lang = ?,"
+                        " text_lang_source = ? WHERE id = ?",
                         (*values, doc_id),
                     )
                 conn.executemany(
@@ -122,6 +126,7 @@ class Store:
                 waiting.append((doc_id, doc, kept))
                 outcomes.append(outcome)
             self._insert_chunks(conn, waiting)
+            translations.mark_stale(conn)
         return outcomes
 
     def _insert_chunks(self, conn: db.Connection, waiting: list[tuple[int, Document, dict[str, bytes]]]) -> None:
@@ -138,6 +143,16 @@ class Store:
         if self.vector_hook is not None:
             for doc_id, doc, kept in waiting:
                 self.vector_hook.write(conn, doc_id, doc, kept)
+
+    def regroup(self, conventions: translations.Conventions) -> int:
+        """Assign every document's language and translation group anew (pipeline/translations.py), in one
+        transaction; the documents whose language or group changed. The writer runs it when a run finishes
+        and after a removal; nothing is done when no document was written since a pass under the same
+        conventions."""
+        if translations.current(self.conn, conventions):
+            return 0
+        with self.transaction() as conn:
+            return translations.assign(conn, conventions)
 
     def touch(self, path: str, size: int, mtime_ns: int) -> bool:
         """Record a new stat for a document whose content is unchanged; False if it is unknown."""
@@ -158,6 +173,8 @@ class Store:
         for path in paths:
             with self.transaction() as conn:
                 cur = conn.execute("DELETE FROM documents WHERE path = ?", (path,))
+                if cur.rowcount:
+                    translations.mark_stale(conn)
             if cur.rowcount:
                 removed.append(path)
         # Counted only when something went: forgetting a file that was never stored (a binary file

@@ -35,6 +35,7 @@ from pipeline import formats
 from pipeline.chunker import chunk_text
 from pipeline.fingerprint import StoredStat
 from pipeline.html_text import html_to_text, strip_controls
+from pipeline.languages import document_hint
 from pipeline.models import Document, FileJob
 from pipeline.walker import MAX_FILE_BYTES
 
@@ -107,6 +108,7 @@ def ingest_url(job: FileJob, force: bool = False, client: httpx.Client | None = 
     return Document(
         path=job.path, root=job.root, sha256=digest, size=len(response.body),
         mtime_ns=response.last_modified_ns, title=title or chunked.title, chunks=chunked.chunks, source=SOURCE,
+        language=document_hint({}, title or chunked.title, (c.body for c in chunked.chunks)),
     )
 
 

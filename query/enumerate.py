@@ -10,6 +10,7 @@ from a fixed table. CJK runs are matched as substrings through the trigram table
 
 from __future__ import annotations
 
+import json
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -101,6 +102,7 @@ class MatchedDocument:
     heading_matches: int
     ordinal: int
     section: str
+    lang: str = ""  # the document's language (pipeline/translations.py)
 
 
 @dataclass
@@ -366,10 +368,19 @@ def _hydrate(conn: Connection, totals: dict[int, DocumentHits], sort: str, limit
     if limit is not None:
         order = order[: max(0, limit)]
     sections = _sections(conn, [(d, totals[d].first) for d in order])
+    langs = _langs(conn, order)
     return [
-        MatchedDocument(paths[d], totals[d].body, totals[d].heading, totals[d].first, sections.get(d, ""))
+        MatchedDocument(paths[d], totals[d].body, totals[d].heading, totals[d].first, sections.get(d, ""),
+                        langs.get(d, ""))
         for d in order
     ]
+
+
+def _langs(conn: Connection, doc_ids: list[int]) -> dict[int, str]:
+    """{document id: its language} in one query."""
+    rows = conn.execute("SELECT id, lang FROM documents WHERE id IN (SELECT value FROM json_each(?))",
+                        (json.dumps(doc_ids),))
+    return {int(i): str(lang) for i, lang in rows}
 
 
 def _paths(conn: Connection, doc_ids: list[int]) -> dict[int, str]:
@@ -400,6 +411,7 @@ def document_json(doc: MatchedDocument, mapper: CitationMapper | None = None) ->
         "path": doc.path,
         "body_matches": doc.body_matches,
         "heading_matches": doc.heading_matches,
+        "lang": doc.lang,
     }
 
 

@@ -14,7 +14,9 @@ The allowed documents are read from indexes (Filter.condition: the path and root
 primary key of document_fields), and handed to the tiers as Allowed: the span of the allowed chunk
 ids, which FTS5 takes as a rowid range before it scores anything, plus a per-row check only where
 the span holds other documents' chunks. A filter allowing every document is no filter at all (the
-unfiltered path, at its cost). docs/filters.md gives the figures.
+unfiltered path, at its cost). docs/filters.md gives the figures. `lang` keeps the documents of a language
+(pipeline/translations.py): `zh` is Chinese in any script or region (`zh`, `zh-cn`, `zh-hant`),
+`zh-hant` only that.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from config.errors import QueryError
 from pipeline.db import Connection
 from pipeline.globs import Glob, GlobError
+from pipeline.languages import TAG
 from pipeline.paths import HERE, under
 from query.generation import Generation
 
@@ -51,12 +54,13 @@ class Filter:
     paths: tuple[str, ...] = ()
     roots: tuple[str, ...] = ()
     where: tuple[tuple[str, str], ...] = ()
+    langs: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, paths: Sequence[str] | str | None = (), roots: Sequence[str] | str | None = (),
-           where: Sequence[str] | str | None = ()) -> Filter:
+           where: Sequence[str] | str | None = (), langs: Sequence[str] | str | None = ()) -> Filter:
         """A filter from surface values: one string or a list of each; QueryError for a bad condition."""
-        found = cls(_strings(paths), _strings(roots), parse_where(_strings(where)))
+        found = cls(_strings(paths), _strings(roots), parse_where(_strings(where)), parse_langs(_strings(langs)))
         for path in found.paths:
             _path_matcher(path)  # a glob past the bounds is a QueryError here, before any work
         return found
@@ -64,18 +68,20 @@ class Filter:
     @property
     def active(self) -> bool:
         """Whether the filter narrows anything."""
-        return bool(self.paths or self.roots or self.where)
+        return bool(self.paths or self.roots or self.where or self.langs)
 
     def describe(self) -> str:
         """The filter as a note reads it."""
         parts = [f"path {' or '.join(self.paths)}" if self.paths else "",
                  f"root {' or '.join(self.roots)}" if self.roots else "",
-                 " and ".join(f"{k}={v}" for k, v in self.where)]
+                 " and ".join(f"{k}={v}" for k, v in self.where),
+                 f"language {' or '.join(self.langs)}" if self.langs else ""]
         return "filtered to " + "; ".join(p for p in parts if p)
 
     def to_json(self) -> dict[str, object]:
         """The filter as JSON answers echo it."""
-        return {"path": list(self.paths), "root": list(self.roots), "where": [f"{k}={v}" for k, v in self.where]}
+        return {"path": list(self.paths), "root": list(self.roots), "where": [f"{k}={v}" for k, v in self.where],
+                "lang": list(self.langs)}
 
     def documents(self, conn: Connection) -> set[int]:
         """The ids of the documents the filter allows."""
@@ -94,6 +100,11 @@ class Filter:
         for key, value in self.where:
             parts.append("id IN (SELECT document_id FROM document_fields WHERE key = ? AND value = ?)")
             args += [key, value]
+        if self.langs:
+            tags = [("lang = ?", [lang]) if "-" in lang else ("(lang = ? OR lang LIKE ? || '-%')", [lang, lang])
+                    for lang in self.langs]  # `zh` is any region or script of it, `zh-hant` only itself
+            parts.append("(" + " OR ".join(sql for sql, _ in tags) + ")")
+            args += [a for _, more in tags for a in more]
         if self.roots:
             parts.append("root IN (SELECT value FROM json_each(?))")
             args.append(json.dumps(sorted({r.rstrip("/") or "/" for r in self.roots})))
@@ -129,15 +140,20 @@ class Filter:
         if count == 0:
             return Allowed("[]", 0, 0, -1, True)
         ids = str(conn.execute(f"SELECT json_group_array(id) FROM documents WHERE {where}", args).fetchone()[0])
-        low, high, chunks = conn.execute(
-            "SELECT min(id), max(id), count(*) FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))",
-            (ids,)).fetchone()
-        if not chunks:
-            return Allowed(ids, count, 0, -1, True)
-        if int(high) - int(low) + 1 > 2 * int(chunks):  # other documents' chunks fill most of the span: not dense
-            return Allowed(ids, count, int(low), int(high), False)  # (counting the span would read its rows)
-        spanned = int(conn.execute("SELECT count(*) FROM chunks WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0])
-        return Allowed(ids, count, int(low), int(high), spanned == int(chunks))
+        return allowed_documents(conn, ids, count)
+
+
+def allowed_documents(conn: Connection, ids: str, count: int) -> Allowed:
+    """These documents (a JSON array of `count` ids) as the tiers restrict a query to them: their chunks' span."""
+    low, high, chunks = conn.execute(
+        "SELECT min(id), max(id), count(*) FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))",
+        (ids,)).fetchone()
+    if not chunks:
+        return Allowed(ids, count, 0, -1, True)
+    if int(high) - int(low) + 1 > 2 * int(chunks):  # other documents' chunks fill most of the span: not dense
+        return Allowed(ids, count, int(low), int(high), False)  # (counting the span would read its rows)
+    spanned = int(conn.execute("SELECT count(*) FROM chunks WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0])
+    return Allowed(ids, count, int(low), int(high), spanned == int(chunks))
 
 
 @dataclass(frozen=True)
@@ -171,6 +187,17 @@ class Allowed:
         # once per allowed chunk; as a filter each row of the span is checked once.
         sql += f" AND +{column} IN (SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?)))"
         return sql, (self.low, self.high, self.documents)
+
+
+def parse_langs(langs: Iterable[str]) -> tuple[str, ...]:
+    """Language filter values as tags (lower case, `_` as `-`); QueryError for one that is not a tag."""
+    found: list[str] = []
+    for lang in langs:
+        if not TAG.fullmatch(lang.strip()):
+            raise QueryError(f"lang {lang[:40]!r} is not a language tag; pass a code such as en, de, ja or zh-hant "
+                             "(or any, for no language preference)")
+        found.append(lang.strip().lower().replace("_", "-"))
+    return tuple(found)
 
 
 def document_ids_json(ids: set[int]) -> str:

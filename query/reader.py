@@ -32,6 +32,21 @@ def not_built_note(settings: Settings) -> str:
 
 
 @dataclass(frozen=True)
+class Translation:
+    """The same page in another language: its language and the section of it a hit cites."""
+
+    lang: str
+    path: str
+    ordinal: int
+    section: str
+
+    @property
+    def index_ref(self) -> str:
+        """The raw citation token of the section."""
+        return f"{self.path}#{self.ordinal}"
+
+
+@dataclass(frozen=True)
 class Hit:
     """One hydrated chunk."""
 
@@ -42,6 +57,8 @@ class Hit:
     content: str
     score: float | None = None  # higher is better; its scale is the ranking's (BM25, RRF or -distance)
     explain: Explain | None = None  # the tiers' ranks and scores, when asked for (query/explain.py)
+    lang: str | None = None  # its document's language ('' unknown), set by a search the language stage ranked
+    translations: tuple[Translation, ...] = ()  # the same page in other languages, folded into this hit
 
     @property
     def index_ref(self) -> str:
@@ -261,12 +278,14 @@ class Reader:
         """Every document with its chunk count, time of indexing and front-matter fields, by path."""
         with db.translating_damage(self.settings.db_path):
             rows = self.conn.execute(
-                "SELECT path, title, chunk_count, indexed_at, root, size, fields FROM documents ORDER BY path"
+                "SELECT path, title, chunk_count, indexed_at, root, size, fields, lang, lang_source,"
+                " translation_group FROM documents ORDER BY path"
             ).fetchall()
         return [
             {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s,
-             "fields": json.loads(f) if f else {}}
-            for p, t, c, at, r, s, f in rows
+             "fields": json.loads(f) if f else {}, "lang": lang, "lang_source": told,
+             "translation_group": group or None}
+            for p, t, c, at, r, s, f, lang, told, group in rows
         ]
 
     def iter_sources(self, where: str = "1", args: Sequence[object] = (), limit: int | None = None,

@@ -28,6 +28,10 @@ WHERE_HELP = ("Front-matter field equality, all must hold: key=value strings or 
 EXPLAIN_HELP = ("Attach to each result an `explain` object: lexical rank and BM25 score, vector rank and "
                 "distance, each tier's share of the fused RRF score, and `demoted` (moved below other "
                 "documents because two sections of its own rank above it).")
+LANG_HELP = ("The language to answer in, as a code (en, de, ja, zh-hant): only documents in it. Without it a "
+             "search answers in the query's language (told from its words, else the tree's default) and shows "
+             "each translated page once, listing its translations; `any` turns that off.")
+MATCH_LANG_HELP = "Only documents in this language (a code: en, de, ja, zh-hant; `any` is every language)."
 MAX_AROUND = 20  # sections read on each side at most (more is capped, with a note)
 LISTING_PATH_HELP = ("Only entries under this path prefix (docs/api; `%` and `_` are plain characters) or matching "
                      "this glob (docs/api/**, *.md); repeat for any of several.")
@@ -140,11 +144,12 @@ def from_query(cls: type[R], query: QueryParams) -> R:
 
 
 def tool_filter(path: Sequence[str] | str | None = None, root: Sequence[str] | str | None = None,
-                where: Where | Sequence[str] | str = None) -> Filter:
-    """The filter of a tool call or API request; `where` as `key=value` strings or a {key: value} object."""
+                where: Where | Sequence[str] | str = None, lang: str | None = None) -> Filter:
+    """The filter of a tool call or API request; `where` as `key=value` strings or a {key: value} object; `lang`
+    a language code (None, '' or `any`: every language)."""
     if isinstance(where, Mapping):
         where = [f"{key}={value}" for key, value in where.items()]
-    return Filter.of(path, root, where)
+    return Filter.of(path, root, where, None if lang is None or lang.strip().lower() in ("", "any") else lang)
 
 
 @dataclass(frozen=True)
@@ -158,11 +163,12 @@ class SearchRequest:
     root: list[str] | None = field(default=None, metadata=doc(ROOT_HELP))
     where: Where = field(default=None, metadata=doc(WHERE_HELP))
     explain: bool = field(default=False, metadata=doc(EXPLAIN_HELP))
+    lang: str | None = field(default=None, metadata=doc(LANG_HELP))
 
     @property
     def filters(self) -> Filter:
         """The request's filters."""
-        return tool_filter(self.path, self.root, self.where)
+        return tool_filter(self.path, self.root, self.where, self.lang)
 
 
 @dataclass(frozen=True)
@@ -174,11 +180,12 @@ class EnumerateRequest:
     path: list[str] | None = field(default=None, metadata=doc(PATH_HELP))
     root: list[str] | None = field(default=None, metadata=doc(ROOT_HELP))
     where: Where = field(default=None, metadata=doc(WHERE_HELP))
+    lang: str | None = field(default=None, metadata=doc(MATCH_LANG_HELP))
 
     @property
     def filters(self) -> Filter:
         """The request's filters."""
-        return tool_filter(self.path, self.root, self.where)
+        return tool_filter(self.path, self.root, self.where, self.lang)
 
 
 @dataclass(frozen=True)
@@ -195,11 +202,12 @@ class MatchRequest:
     root: list[str] | None = field(default=None, metadata=doc(ROOT_HELP))
     where: Where = field(default=None, metadata=doc(WHERE_HELP))
     count: bool = field(default=False, metadata=doc("Only count the matching documents (list none)."))
+    lang: str | None = field(default=None, metadata=doc(MATCH_LANG_HELP))
 
     @property
     def filters(self) -> Filter:
         """The request's filters."""
-        return tool_filter(self.path, self.root, self.where)
+        return tool_filter(self.path, self.root, self.where, self.lang)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter
 from query.generation import Generation
 from query.lexical import FANOUT
+from query.rank.language import QueryLanguage, query_language, widened
 from query.rank.parsed import ParsedQuery, parse_query
 from query.rank.pipeline import ranked_hits
 from query.rank.ranked import Context
@@ -29,7 +30,7 @@ from query.rank.tiers import RANKINGS as RANKINGS
 from query.rank.tiers import VECTOR as VECTOR
 from query.rank.tiers import Tiers, lexical_tier, vector_tier
 from query.rank.tiers import excluded_ids as excluded_ids
-from query.reader import Hit, Reader, borrowed_reader, not_built_note
+from query.reader import Hit, Reader, Translation, borrowed_reader, not_built_note
 from query.status import Status
 from query.terminal import one_line
 from query.tier import rerank_configured, tier_line
@@ -54,6 +55,7 @@ class SearchResponse:
     degraded_kind: str | None = None  # the step that failed: timeout, refused, http_status, malformed
     query: ParsedQuery | None = None  # the query as search read it (the page marks its words with it)
     rerank: RerankOutcome | None = None  # what the reranking stage did (None: not configured or nothing to do)
+    language: QueryLanguage | None = None  # the language it was answered in (None: lang any, or not searched)
 
 
 def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]:
@@ -76,11 +78,12 @@ def not_built(settings: Settings, text: str) -> SearchResponse:
 
 
 def search(settings: Settings, text: str, top_k: int | None = None, reader: Reader | None = None,
-           filters: Filter | None = None, explain: bool = False) -> SearchResponse:
+           filters: Filter | None = None, explain: bool = False, lang: str | None = None) -> SearchResponse:
     """Answer free text with the top_k best sections; never raises for any query text.
 
     filters narrows the documents answered from (query/filters.py); explain attaches to each hit
-    its ranks and scores in each tier (query/explain.py).
+    its ranks and scores in each tier (query/explain.py); lang is the query's language (None: told
+    from its text, else the default; `any`: no language preference, query/rank/language.py).
 
     With embeddings the vector tier runs too and RRF fuses both rankings; an unreachable or
     failing server degrades to lexical (tier line, note and `degraded` say so), while a model,
@@ -93,7 +96,7 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
         k, clamped = clamp_top_k(top_k, settings)
         with traced("search") as span:
             began = time.perf_counter()
-            response = _search(settings, reader, query, k, filters=filters, explain=explain)
+            response = _search(settings, reader, query, k, filters=filters, explain=explain, lang=lang)
             if clamped:
                 response.note = "; ".join(n for n in (response.note, clamped) if n)
             if not response.hits and response.status == Status.OK:
@@ -124,7 +127,7 @@ def _measure(settings: Settings, response: SearchResponse, seconds: float) -> No
 
 
 def search_deep(settings: Settings, reader: Reader, text: str, depth: int,
-                ranking: str | None = None) -> SearchResponse:
+                ranking: str | None = None, lang: str | None = None) -> SearchResponse:
     """Up to `depth` ranked hits, past the user cap of MAX_TOP_K: the entry point of evaluation.
 
     Each tier reads max(depth, its user fan-out of 50) candidates, so up to depth 50 the ranking is
@@ -137,11 +140,12 @@ def search_deep(settings: Settings, reader: Reader, text: str, depth: int,
         raise UsageError(f"unknown ranking {ranking!r}; expected one of {', '.join(RANKINGS)}")
     if ranking in (VECTOR, HYBRID) and settings.embeddings is None:
         raise UsageError(f"the {ranking} ranking needs embeddings configured (knowledge.embeddings)")
-    return _search(settings, reader, parse_query(text), max(1, depth), max(depth, FANOUT), depth, ranking)
+    return _search(settings, reader, parse_query(text), max(1, depth), max(depth, FANOUT), depth, ranking, lang=lang)
 
 
 def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fanout: int = FANOUT, depth: int = 0,
-            ranking: str | None = None, filters: Filter | None = None, explain: bool = False) -> SearchResponse:
+            ranking: str | None = None, filters: Filter | None = None, explain: bool = False,
+            lang: str | None = None) -> SearchResponse:
     """The top k; each tier reads `fanout` (lexical) or max(depth, KNN_K) (vector) candidates.
 
     With an active filter both tiers read only the allowed documents' chunks (query/filters.py), so
@@ -157,7 +161,9 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
     allowed = (active.allowed(reader.conn, reader.document_count(), Generation(reader.settings.db_path))
                if active is not None else None)
     excluded = excluded_ids(reader, query)
+    language = query_language(settings, reader, query.text, lang)
     lexical = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else ()
+    lexical = widened(reader, query, lexical, fanout, allowed, excluded, language) if ranking != VECTOR else ()
     response = SearchResponse(tier, Status.OK, note=_query_note(query, active),
                               dropped=query.dropped, query=query)
     tiers = Tiers(LEXICAL, lexical)
@@ -174,7 +180,8 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
         else:
             response.tier = found.tier
             tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
-    answered = ranked_hits(Context(query, tiers, reader, settings), k, explain)
+    response.language = language
+    answered = ranked_hits(Context(query, tiers, reader, settings, language), k, explain)
     response.hits = answered.hits
     _reranked(response, settings, outcome_of(answered.ranking), forced=ranking is not None)
     return response
@@ -247,8 +254,17 @@ def hit_json(hit: Hit, mapper: CitationMapper | None = None) -> dict[str, Any]:
         "section": hit.section,
         "content": hit.content,
         "score": None if hit.score is None else round(hit.score, 6),
+        **({"lang": hit.lang, "translations": [translation_json(t, mapper) for t in hit.translations]}
+           if hit.lang is not None else {}),
         **({"explain": hit.explain.to_json()} if hit.explain is not None else {}),
     }
+
+
+def translation_json(translation: Translation, mapper: CitationMapper | None = None) -> dict[str, str]:
+    """One of a hit's translations: its language and the citation of its section."""
+    citation = (mapper.cite_chunk(translation.path, translation.ordinal, translation.section) if mapper
+                else translation.index_ref)
+    return {"lang": translation.lang, "citation": citation, "index_ref": translation.index_ref}
 
 
 def to_json(response: SearchResponse, mapper: CitationMapper | None = None) -> dict[str, Any]:
@@ -261,5 +277,6 @@ def to_json(response: SearchResponse, mapper: CitationMapper | None = None) -> d
         "degraded_kind": response.degraded_kind,
         "dropped_terms": list(response.dropped),
         **({"rerank": response.rerank.to_json()} if response.rerank is not None else {}),
+        **({"query_lang": response.language.lang} if response.language is not None else {}),
         "results": [hit_json(h, mapper) for h in response.hits],
     }

@@ -83,7 +83,8 @@ class QueryService:
         with self.index.reader() as reader:
             if reader is None:  # the index lends none: never let search open settings.db_path behind a replica
                 return SearchAnswer(query, filters, not_built(self.settings, query), self.mapper)
-            response = search(self.settings, query, request.top_k, reader, filters=filters, explain=request.explain)
+            response = search(self.settings, query, request.top_k, reader, filters=filters, explain=request.explain,
+                              lang=request.lang)
         return SearchAnswer(query, filters, response, self.mapper)
 
     def enumerate(self, request: MatchRequest | EnumerateRequest) -> MatchAnswer:

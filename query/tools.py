@@ -43,13 +43,16 @@ SEARCH_DESCRIPTION = (
     "Every answer has a `status` (ok, index_not_built, index_empty) and a `note` to read. "
     + "{filters} Set explain to true to see, per result, its lexical rank and BM25 score, its vector rank "
     "and distance, each one's share of the fused (RRF) score, and whether it was demoted because two "
-    "sections of its document rank above it."
+    "sections of its document rank above it. Results come in the query's language first (told from its "
+    "words, or pass lang); a page translated into several languages is one result, in that language, whose "
+    "`translations` list the others (`lang` and `citation`); lang `any` turns this off."
 )
 FILTERS_DESCRIPTION = (
     "Narrow the documents searched with filters (all optional, results are still the best k within "
     "them): path, a path prefix (`docs/api`) or glob (`docs/api/**`, `*.md`) as indexed; root, an "
     "indexed root; where, front-matter field equality as `key=value` strings or a {key: value} object "
-    "(`tags=security`; a list field matches when it contains the value; several conditions must all hold)."
+    "(`tags=security`; a list field matches when it contains the value; several conditions must all hold); "
+    "lang, a language code (en, de, ja)."
 )
 SEARCH_DESCRIPTION = SEARCH_DESCRIPTION.replace("{filters}", FILTERS_DESCRIPTION)
 ENUMERATE_DESCRIPTION = (
@@ -151,16 +154,17 @@ def _read(service: QueryService, request: ReadRequest) -> dict[str, Any]:
 
 def knowledge_search(settings: Settings, query: str, top_k: int | None = None,
                      path: list[str] | str | None = None, root: list[str] | str | None = None,
-                     where: Where | str = None, explain: bool = False) -> dict[str, Any]:
+                     where: Where | str = None, explain: bool = False, lang: str | None = None) -> dict[str, Any]:
     """The knowledge_search tool on a one-shot service; never raises."""
-    request = SearchRequest(query, top_k, _listed(path), _listed(root), _listed(where), explain)
+    request = SearchRequest(query, top_k, _listed(path), _listed(root), _listed(where), explain, lang)
     return TOOLS["knowledge_search"].answer(QueryService(settings), request)
 
 
 def knowledge_enumerate(settings: Settings, query: str, path: list[str] | str | None = None,
-                        root: list[str] | str | None = None, where: Where | str = None) -> dict[str, Any]:
+                        root: list[str] | str | None = None, where: Where | str = None,
+                        lang: str | None = None) -> dict[str, Any]:
     """The knowledge_enumerate tool on a one-shot service; never raises."""
-    request = EnumerateRequest(query, _listed(path), _listed(root), _listed(where))
+    request = EnumerateRequest(query, _listed(path), _listed(root), _listed(where), lang)
     return TOOLS["knowledge_enumerate"].answer(QueryService(settings), request)
 
 

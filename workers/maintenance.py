@@ -98,7 +98,10 @@ Operation = Callable[[HeldStore, dict[str, Any]], dict[str, Any]]
 
 
 def _remove(held: HeldStore, args: dict[str, Any]) -> dict[str, Any]:
-    return {"removed": held.store().remove([str(p) for p in args["paths"]])}
+    store = held.store()
+    removed = store.remove([str(p) for p in args["paths"]])
+    store.regroup(held.settings.languages)
+    return {"removed": removed}
 
 
 def _rebuild(held: HeldStore, args: dict[str, Any]) -> dict[str, Any]:

@@ -115,6 +115,7 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
         with tracer().start_as_current_span("prune", attributes={"knowledge.run_id": run_id}) as span:
             removed = len(store.remove(ledger.removals(run_id)))
             span.set_attribute("knowledge.removed", removed)
+        store.regroup(runtime.settings.languages)  # languages and translation groups over the tree as it now is
         embed.refresh_codes(runtime, run_id)
         store.refresh_impacts()
         files, chunks = store.totals()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from query.rank import stages as stages_module
+from query.rank.language import with_translations
 from query.rank.ranked import Context, Ranked, Stage
 from query.reader import Hit
 
@@ -36,7 +37,7 @@ def ranked_hits(context: Context, k: int, explain: bool = False, stages: Sequenc
     """The top k hits of the staged ranking, hydrated once; with explain each carries the stages' trace."""
     ranking = ranked(context, k, stages)
     top = ranking.answer(k)
-    found = context.reader.hydrate([cid for cid, _ in top], dict(top))
+    found = with_translations(context.reader, ranking, context.reader.hydrate([cid for cid, _ in top], dict(top)))
     if not explain:
         return RankedHits(found, ranking)
     why = _trace(ranking)

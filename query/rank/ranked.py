@@ -14,6 +14,7 @@ from query.verbatim import protect
 
 if TYPE_CHECKING:
     from query.explain import Note  # what a stage says about one hit, shown by --explain
+    from query.rank.language import QueryLanguage
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,7 @@ class Context:
     tiers: Tiers
     reader: Reader
     settings: Settings | None = None  # what the stages configured there read (the reranker)
+    language: QueryLanguage | None = None  # the query's language; None: the language stage is off (lang any)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ it re-orders candidates without breaking one; unconfigured, it returns its input
 from __future__ import annotations
 
 from query.fusion import diversified_prefix, rrf
+from query.rank.language import language
 from query.rank.ranked import Ranked, Stage
 from query.rank.rerank import rerank
 from query.rank.tiers import HYBRID, VECTOR
@@ -56,4 +57,4 @@ def diversity(ranked: Ranked) -> Ranked:
     return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
 
 
-STAGES: tuple[Stage, ...] = (fusion, rerank, verbatim, diversity)
+STAGES: tuple[Stage, ...] = (fusion, rerank, verbatim, language, diversity)

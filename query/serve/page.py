@@ -24,7 +24,7 @@ from query.serve.page_markdown import render
 MODES = {"search": "Rank the sections that answer", "match": "Which documents contain"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # The hit fields a result lays out itself; any other field of hit_json is shown as a detail.
-SHOWN = frozenset({"citation", "index_ref", "ref", "path", "section", "content", "score"})
+SHOWN = frozenset({"citation", "index_ref", "ref", "path", "section", "content", "score", "translations"})
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ FILTER_FIELDS: tuple[FilterField, ...] = (
     FilterField("path", "Path", "a prefix (docs/api) or a glob (docs/api/**)"),
     FilterField("root", "Root", "an indexed root"),
     FilterField("where", "Front matter", "key=value, e.g. tags=security"),
+    FilterField("lang", "Language", "a code (en, de, ja); any: every language, each translation apart"),
 )
 TOGGLES: tuple[Toggle, ...] = (Toggle("explain", "Explain the ranking"),)
 
@@ -201,6 +202,16 @@ def citation_line(citation: str, raw: str) -> str:
     return f'<p class="cite">Cite: <code>{text(citation)}</code></p>'
 
 
+def also_in(hit: Mapping[str, Any]) -> str:
+    """The same page in other languages: each language linked to its section here."""
+    found = hit.get("translations") or []
+    if not found:
+        return ""
+    links = ", ".join(f'<a href="{attr(section_href(t["index_ref"]))}" hreflang="{attr(t["lang"])}">'
+                      f'{text(t["lang"])}</a>' for t in found)
+    return f'<p class="translations">Also in: {links}</p>'
+
+
 def details(hit: Mapping[str, Any]) -> str:
     """Any field of a result beyond the laid-out ones (ranks and scores, say), as a description list."""
     rows = [(k, v) for k, v in hit.items() if k not in SHOWN and v is not None]
@@ -235,7 +246,7 @@ def search_results(query: str, answer: Mapping[str, Any], snippets: Sequence[lis
             f'<li class="hit"><h3><a href="{attr(section_href(hit["index_ref"]))}">{heading}</a></h3>'
             f'<p class="path">{text(hit["path"])}</p>'
             f'<p class="snippet">{marked(segments)}</p>'
-            f'{citation_line(hit["citation"], hit["index_ref"])}{details(hit)}</li>'
+            f'{citation_line(hit["citation"], hit["index_ref"])}{also_in(hit)}{details(hit)}</li>'
         )
     return (f'<section aria-labelledby="results-heading">{head}{body}'
             f'<ol class="results">{"".join(items)}</ol></section>')

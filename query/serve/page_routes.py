@@ -158,7 +158,7 @@ class Site:
         keywords = state.keywords()
         answer = self.service.search(SearchRequest(
             state.q, state.top_k, _one(keywords.get("path")), _one(keywords.get("root")),
-            _one(keywords.get("where")), bool(keywords.get("explain"))))
+            _one(keywords.get("where")), bool(keywords.get("explain")), keywords.get("lang")))
         query = (answer.response.query or parse_query(state.q)).lexical  # the query as search read it
         # no mkdocs markup nor formatting tags; another tag (<script>) is shown as text, escaped
         snippets = [excerpt(preview_text(h.content, FORMATTING_TAGS), query) for h in answer.hits]
@@ -169,7 +169,7 @@ class Site:
         keywords = state.keywords()
         answer = self.service.enumerate(MatchRequest(
             state.q, state.top_k or DEFAULT_LIMIT, path=_one(keywords.get("path")), root=_one(keywords.get("root")),
-            where=_one(keywords.get("where"))))
+            where=_one(keywords.get("where")), lang=keywords.get("lang")))
         sections = {f"{d.path}#{d.ordinal}": d.section for d in answer.result.documents}
         return answer.status, answer.result.note, page.match_results(state.q, answer.to_json(), sections)
 

@@ -51,7 +51,8 @@ def test_search_json_shape_and_show_takes_the_citation_back(workdir: Path, run_c
     assert code == 0 and err.strip() == TIER
     assert data["tier"] == TIER and data["status"] == "ok"
     first = data["results"][0]
-    assert list(first) == ["citation", "index_ref", "ref", "path", "section", "content", "score"]
+    assert list(first) == ["citation", "index_ref", "ref", "path", "section", "content", "score", "lang",
+                           "translations"]
     assert first["citation"] == first["index_ref"] and len(first["ref"]) == 6 and first["score"] > 0
     assert data["note"] is None
     code, out, _ = run_cli("show", first["index_ref"])

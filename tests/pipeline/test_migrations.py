@@ -59,6 +59,14 @@ def as_code_rows(conn: db.Connection) -> None:
     schema.write_meta(conn, {schema.VECTOR_CODES_KEY: vector_codes.ROW_SCHEME})
 
 
+def _as_format_8(conn: db.Connection, workdir: Path) -> None:
+    """Undo 8 -> 9: no language or translation group per document."""
+    conn.execute("DROP INDEX documents_translation_group")
+    for column in schema.LANGUAGE_COLUMNS:
+        conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
+    schema.delete_meta(conn, schema.COMMON_LANGUAGE_KEY)
+
+
 def _as_format_5(conn: db.Connection, workdir: Path) -> None:
     """Undo 5 -> 6: no chunk policy per document."""
     conn.execute("ALTER TABLE documents DROP COLUMN policy")
@@ -110,8 +118,8 @@ def _as_format_1(conn: db.Connection, workdir: Path) -> None:
 # The inverse of each step, by its source format: a store of format N is the current one taken back
 # through every step from the current format down to N.
 UNDO: dict[int, Callable[[db.Connection, Path], None]] = {
-    7: _as_format_7, 6: _as_format_6, 5: _as_format_5, 4: _as_format_4, 3: _as_format_3, 2: _as_format_2,
-    1: _as_format_1,
+    8: _as_format_8, 7: _as_format_7, 6: _as_format_6, 5: _as_format_5, 4: _as_format_4, 3: _as_format_3,
+    2: _as_format_2, 1: _as_format_1,
 }
 OLDER = list(range(schema.MIGRATES_FROM, schema.FORMAT_VERSION))
 

@@ -143,7 +143,7 @@ def test_match_cli_flags(built, run_cli) -> None:
     code, out, _ = run_cli(*base, "enumerate", "retention", "--json", "--limit", "1")
     data = json.loads(out)
     assert (data["status"], data["matched"], data["returned"]) == ("ok", 3, 1)
-    assert set(data["documents"][0]) == {"path", "citation", "index_ref", "body_matches", "heading_matches"}
+    assert set(data["documents"][0]) == {"path", "citation", "index_ref", "body_matches", "heading_matches", "lang"}
     assert data["terms"][0]["documents_any_form"] == 3
     code, out, _ = run_cli(*base, "match", "retention")
     assert code == 0 and "term retention: 3 documents in any form" in out and "docs/split.md" in out

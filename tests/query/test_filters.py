@@ -83,7 +83,7 @@ def test_v1_search_and_match_take_filters_and_explain(store: Path) -> None:
     with Running(build_app(settings, "127.0.0.1", TOKEN, warn=lambda m: None)) as url:
         found = get(url, "/v1/search", AUTH, q="token", where="tags=security", explain="true").json()
         assert {r["path"] for r in found["results"]} == {"docs/api/auth.md", "docs/guide/start.md"}
-        assert found["filters"] == {"path": [], "root": [], "where": ["tags=security"]}
+        assert found["filters"] == {"path": [], "root": [], "where": ["tags=security"], "lang": []}
         assert all(r["explain"]["lexical"]["rank"] >= 1 for r in found["results"])
         plain = get(url, "/v1/search", AUTH, q="token").json()
         assert "filters" not in plain and all("explain" not in r for r in plain["results"])

@@ -94,7 +94,8 @@ def test_stdio_serves_both_read_only_tools_with_statuses_notes_and_framing(tmp_p
     search = out["search"]
     assert search["status"] == "ok" and search["note"] and search["framing"].startswith("Untrusted")
     assert search["returned"] == 3
-    assert {"citation", "index_ref", "ref", "path", "section", "content", "score"} == set(search["results"][0])
+    assert {"citation", "index_ref", "ref", "path", "section", "content", "score", "lang",
+            "translations"} == set(search["results"][0])
     enum = out["enumerate"]
     assert (enum["status"], enum["matched"]) == ("ok", 2) and "complete" in enum["note"]
     assert out["bad"][0] is True and out["bad"][1]["status"] == "query_error"

@@ -25,7 +25,7 @@ def test_search_results_carry_the_mapped_citation_the_raw_index_ref_and_the_path
     data = knowledge_search(built, "retention policy")
     assert data["status"] == "ok" and data["note"] and data["framing"].startswith("Untrusted reference data")
     by_ref = {r["index_ref"]: r for r in data["results"]}
-    shape = ["citation", "index_ref", "ref", "path", "section", "content", "score"]
+    shape = ["citation", "index_ref", "ref", "path", "section", "content", "score", "lang", "translations"]
     assert all(list(r) == shape for r in data["results"])
     section = by_ref["docs/retention.md#1"]
     assert section["citation"] == "https://docs.example.net/retention/#exceptions"
