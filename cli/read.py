@@ -202,9 +202,10 @@ TABLE_ROWS = 100  # a listing of at most this many rows is a table, a longer one
 
 
 def _source_line(row: dict[str, Any]) -> str:
-    """One document as a streamed line: time of indexing, chunks, path (last, for cut and awk), mapped citation."""
+    """One document as a streamed line: time of indexing, chunks, language, path (last, for cut and awk), mapped
+    citation."""
     mapped = f"  -> {clean(row['mapped'])}" if row["mapped"] else ""
-    return f"{row['indexed_at']}  {row['chunks']:>6}  {clean(row['path'])}{mapped}\n"
+    return f"{row['indexed_at']}  {row['chunks']:>6}  {clean(row['lang'] or '-'):<7}  {clean(row['path'])}{mapped}\n"
 
 
 def _sources_table(listing: SourcesListing) -> None:

@@ -294,12 +294,14 @@ class Reader:
         offset, at most limit of them: read from the path index a batch at a time, as the caller takes them."""
         with db.translating_damage(self.settings.db_path):
             rows = self.conn.execute(
-                "SELECT path, title, chunk_count, indexed_at, root, size, fields FROM documents"
-                f" WHERE {where} ORDER BY path LIMIT ? OFFSET ?", (*args, -1 if limit is None else limit, offset))
+                "SELECT path, title, chunk_count, indexed_at, root, size, fields, lang, lang_source, translation_group"
+                f" FROM documents WHERE {where} ORDER BY path LIMIT ? OFFSET ?",
+                (*args, -1 if limit is None else limit, offset))
             while batch := rows.fetchmany(SOURCE_BATCH):
-                for p, t, c, at, r, s, f in batch:
+                for p, t, c, at, r, s, f, lang, told, group in batch:
                     yield {"path": p, "title": t, "chunks": c, "indexed_at": at, "root": r, "size": s,
-                           "fields": json.loads(f) if f else {}}
+                           "fields": json.loads(f) if f else {}, "lang": lang, "lang_source": told,
+                           "translation_group": group or None}
 
     def iter_sources_json(self, where: str = "1", args: Sequence[object] = (), limit: int | None = None,
                           offset: int = 0) -> Iterator[str]:
@@ -308,7 +310,9 @@ class Reader:
         with db.translating_damage(self.settings.db_path):
             rows = self.conn.execute(
                 "SELECT json_object('path', path, 'title', title, 'chunks', chunk_count, 'indexed_at', indexed_at,"
-                " 'root', root, 'size', size, 'fields', json(coalesce(fields, '{}')), 'mapped', NULL) FROM documents"
+                " 'root', root, 'size', size, 'fields', json(coalesce(fields, '{}')), 'lang', lang,"
+                " 'lang_source', lang_source, 'translation_group', nullif(translation_group, ''), 'mapped', NULL)"
+                " FROM documents"
                 f" WHERE {where} ORDER BY path LIMIT ? OFFSET ?", (*args, -1 if limit is None else limit, offset))
             while batch := rows.fetchmany(SOURCE_BATCH):
                 for (row,) in batch:
