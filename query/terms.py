@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pipeline.text import cjk_runs, is_cjk
 
 MAX_TERMS = 40
+# A term written several times in a query weighs that many times in BM25 (its phrase repeated in the
+# expression; FTS5 scores each phrase), up to this many: a long question's key words are the ones it
+# repeats (CISI: nDCG@10 0.352 -> see bench/RESULTS.md, "Query term frequency").
+MAX_REPEAT = 8
 
 _TERM = re.compile(r"[^\W_]+")
 TRIGRAM = 3
@@ -31,13 +35,21 @@ class LexicalQuery:
     dropped: tuple[str, ...] = field(default=())
     cjk: tuple[str, ...] = field(default=())
     excluded: tuple[str, ...] = field(default=())
+    repeats: tuple[int, ...] = field(default=())  # how often each term is written in the query (none: once each)
+
+    def repeat(self, term: str) -> int:
+        """How many times the term's phrase is in the expression (its count in the query, at most MAX_REPEAT)."""
+        if not self.repeats or term not in self.terms:
+            return 1
+        return self.repeats[self.terms.index(term)]
 
     @property
     def expression(self) -> str:
-        """The OR of the quoted terms, minus any section holding an excluded word; empty without terms."""
+        """The OR of the quoted terms (each as often as the query repeats it), minus any section holding an
+        excluded word; empty without terms."""
         if not self.terms:
             return ""
-        wanted = " OR ".join(quote(t) for t in self.terms)
+        wanted = " OR ".join(quote(t) for t in self.terms for _ in range(self.repeat(t)))
         if not self.excluded:
             return wanted
         return f"({wanted}) NOT ({self.exclusion})"
@@ -50,9 +62,15 @@ class LexicalQuery:
 
 def terms_of(text: str) -> tuple[list[str], list[str]]:
     """(kept, dropped) terms of free text: letter/digit runs, kept when 2+ characters (or CJK), deduplicated."""
+    kept, dropped, _ = counted_terms(text)
+    return kept, dropped
+
+
+def counted_terms(text: str) -> tuple[list[str], list[str], list[int]]:
+    """terms_of's (kept, dropped) and how many times each kept term occurs (case folded)."""
     kept: list[str] = []
     dropped: list[str] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for term in _TERM.findall(text):
         key = term.lower()
         if len(term) < 2 and not is_cjk(term):
@@ -60,9 +78,10 @@ def terms_of(text: str) -> tuple[list[str], list[str]]:
                 dropped.append(key)
             continue
         if key not in seen:
-            seen.add(key)
+            seen[key] = 0
             kept.append(term)
-    return kept, dropped
+        seen[key] += 1
+    return kept, dropped, [min(seen[t.lower()], MAX_REPEAT) for t in kept]
 
 
 def cjk_runs_of(text: str) -> list[str]:
@@ -79,10 +98,11 @@ def build_query(text: str) -> LexicalQuery:
     """The terms (at most MAX_TERMS) of text, and the words it excludes with a leading `-`."""
     excluded = [w for w in dict.fromkeys(m.lower() for m in _EXCLUDED.findall(text))]
     rest = _EXCLUDED.sub(" ", text)
-    kept, dropped = terms_of(rest)
+    kept, dropped, counts = counted_terms(rest)
     excluded_terms, _ = terms_of(" ".join(excluded))
+    repeats = tuple(counts[:MAX_TERMS]) if any(n > 1 for n in counts[:MAX_TERMS]) else ()
     return LexicalQuery(tuple(kept[:MAX_TERMS]), tuple(dropped), tuple(cjk_runs_of(rest)),
-                        tuple(excluded_terms[:MAX_TERMS]))
+                        tuple(excluded_terms[:MAX_TERMS]), repeats)
 
 
 def trigrams(runs: tuple[str, ...] | list[str]) -> list[str]:

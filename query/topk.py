@@ -96,7 +96,7 @@ def _pruned(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> 
     if len(scored) < limit:
         return None
     floor = -float(scored[-1][1])
-    reaching = [chosen for chosen in reaching_sets(terms, {t: bound(rows, held[t]) for t in terms}, floor)
+    reaching = [chosen for chosen in reaching_sets(terms, {t: bound(rows, held[t]) * query.repeat(t) for t in terms}, floor)
                 if len(chosen) < size and not set(chosen) & set(small)]  # the rest are all in the seed
     if reaching:
         rest = f"({_any_of(reaching)}) NOT ({seed})"
