@@ -60,7 +60,9 @@ def judgments(text: str) -> dict[str, set[str]]:
 
 def convert(raw: Path, out: Path, name: str = "CISI") -> dict[str, int]:
     """Write corpus.jsonl, queries.jsonl and qrels.tsv of raw/<name>.ALL, .QRY, .REL into out; the counts."""
-    read = (lambda suffix: (raw / f"{name}.{suffix}").read_text(encoding="latin-1"))
+    def read(suffix: str) -> str:
+        return (raw / f"{name}.{suffix}").read_text(encoding="latin-1")
+
     documents = records(read("ALL"))
     queries = records(read("QRY"))
     relevant = judgments(read("REL"))

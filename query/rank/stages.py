@@ -8,13 +8,15 @@ to the answer's depth (the pipeline sets Ranked.depth); every other stage must r
 Verbatim protection pins sections rather than moving them, and diversity counts a pinned section in
 its document's allowance but never demotes it: the same answer as demoting first and then placing
 the protected sections first (tests/query/test_rank_stages.py), while diversity, last, reads only
-the ranks the answer needs. A stage that re-scores the list (language preference, document
+the ranks the answer needs. Stages before fusion re-score a tier's candidates (Ranked.with_lexical:
+names and documents, query/rank/evidence.py). A stage that re-scores the list (language preference, document
 evidence, a reranker) goes before diversity; pinned sections stay first whatever it does.
 """
 
 from __future__ import annotations
 
 from query.fusion import diversified_prefix, rrf
+from query.rank.evidence import documents, names
 from query.rank.ranked import Ranked, Stage
 from query.rank.tiers import HYBRID, VECTOR
 from query.verbatim import verbatim_ids
@@ -53,4 +55,4 @@ def diversity(ranked: Ranked) -> Ranked:
     return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
 
 
-STAGES: tuple[Stage, ...] = (fusion, verbatim, diversity)
+STAGES: tuple[Stage, ...] = (names, documents, fusion, verbatim, diversity)
