@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pipeline.identifiers import written_form
 from pipeline.text import cjk_runs, is_cjk
 
 MAX_TERMS = 40
@@ -115,44 +116,47 @@ def trigrams(runs: tuple[str, ...] | list[str]) -> list[str]:
 
 
 
-# Exact-ish queries (query/verbatim.py): a quoted phrase, or a token written like an identifier or
-# error code. Strong marks count anywhere in a query: an inner `_` or `::`, a run mixing letters
-# and digits (sha256, v1), ALL_CAPS of 2+ characters, a `.` between two runs of 2+ characters one
-# of which has a letter (config.yaml; not i.e. or 15.4). A hyphen (kube-proxy) is also how English
+# Exact-ish queries (query/verbatim.py): a quoted or backticked phrase, or a token written as code. The
+# marks of code count anywhere in a query: an inner `_` or `::`, a case change inside a word
+# (TestClient, CORSMiddleware, APIRouter, OAuth2; not APIs or URLs), a `.` between two runs of 2+
+# characters one of which has a letter (config.yaml; not i.e. or 15.4), a call's `()`. A capitalised
+# word or an acronym alone (API, CORS, NASA), or letters with digits (v1, sha256, E1102), is how prose
+# writes names and versions: not code unless backticked. A hyphen (kube-proxy) is also how English
 # joins compounds (two-dimensional), so it counts only in a query of at most SHORT_QUERY tokens.
 SHORT_QUERY = 3
-_QUOTED = re.compile(r'"([^"]+)"')
+_QUOTED = re.compile(r'"([^"]+)"|`([^`]+)`')
 _STRONG_JOIN = re.compile(r"[^\W_](?:_|::)[^\W_]|(?:^|[^\W_])_|_(?:$|[^\W_])")
 _DOTTED = re.compile(r"[^\W_]{2,}\.[^\W_]{2,}")
 _HYPHENED = re.compile(r"[^\W_]-[^\W_]")
-_MIXED = re.compile(r"[^\W_]*(?:[^\W\d_]\d|\d[^\W\d_])[^\W_]*")
-_CAPS = re.compile(r"[A-Z][A-Z0-9]+")
+_CASE_CHANGE = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]{2}")
+_CALL = re.compile(r"[^\W_]\(\)")
 _LETTER = re.compile(r"[^\W\d_]")
-_STRIP = "\"'`()[]{}<>,;:!?/"
+_STRIP = "\"'`[]{}<>,;:!?/"
 
 
 def verbatim_phrases(text: str) -> tuple[str, ...]:
-    """The phrases text asks for verbatim: its quoted phrases and identifier-like tokens, as word runs.
+    """The phrases text asks for verbatim: its quoted and backticked phrases and its identifiers, as word runs.
 
-    Each phrase is the letter/digit runs of one quoted span or one token, joined by a space, so
-    `ERR_CONN_RESET` is "ERR CONN RESET" (the exact table's tokens in order). Plain words, a
+    A quoted span is its letter/digit runs joined by a space; a token is as the exact table holds it
+    (pipeline/identifiers.py written_form): one identifier whole (`ERR_CONN_RESET`, `or_`, which is
+    not the word "or"), anything else its runs in order (`std::vector` is "std vector"). Plain words, a
     natural-language question (even one with hyphenated compounds) or a `-word` exclusion yield nothing.
     """
-    found = [" ".join(_TERM.findall(quoted)) for quoted in _QUOTED.findall(text)]
+    found = [" ".join(_TERM.findall(quoted or ticked)) for quoted, ticked in _QUOTED.findall(text)]
     tokens = _EXCLUDED.sub(" ", _QUOTED.sub(" ", text)).split()
     short = len(tokens) <= SHORT_QUERY
     for raw in tokens:
         token = raw.strip(_STRIP).rstrip(".")
+        if not _CALL.search(token):
+            token = token.strip("()")
         words = _TERM.findall(token)
         if words and (_identifier(token) or (short and _HYPHENED.search(token))):
-            found.append(" ".join(words))
+            found.append(written_form(token.removesuffix("()")))
     return tuple(p for p in dict.fromkeys(found) if p)[:MAX_TERMS]
 
 
 def _identifier(token: str) -> bool:
-    """Whether token carries a strong mark of code: `_`, `::`, mixed letters and digits, CAPS, a dotted name."""
-    if _STRONG_JOIN.search(token) or _CAPS.fullmatch(token):
-        return True
-    if any(_MIXED.fullmatch(run) for run in _TERM.findall(token)):
+    """Whether token carries a mark of code: `_`, `::`, a case change inside a word, a dotted name, a call."""
+    if _STRONG_JOIN.search(token) or _CASE_CHANGE.search(token) or _CALL.search(token):
         return True
     return any(_LETTER.search(m.group()) for m in _DOTTED.finditer(token))

@@ -103,7 +103,7 @@ def _rescored(ranked: Ranked, stage: str, added: Mapping[int, float]) -> Ranked:
     lexical = ranked.context.tiers.lexical
     entries = [(cid, score + added.get(cid, 0.0)) for cid, score in lexical]
     entries.sort(key=lambda entry: (-entry[1], entry[0]))
-    notes = {cid: f"+{bonus:.4f}" for cid, bonus in added.items() if bonus}
+    notes = {cid: f"+{bonus:.4f}" for cid, bonus in added.items() if bonus >= 0.00005}
     return ranked.with_lexical(tuple(entries)).noted(stage, notes)
 
 

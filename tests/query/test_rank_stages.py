@@ -102,7 +102,7 @@ def _recording(documents: dict[int, int], looked_up: list[int]) -> Callable[[lis
 def test_search_reads_the_query_once_and_hands_the_reading_back(configured: Path) -> None:
     text = 'ERR_CONN_RESET "retention period" -audit 库 a'
     parsed = parse_query(text)
-    assert parsed.phrases == ("retention period", "ERR CONN RESET")
+    assert parsed.phrases == ("retention period", "ERR_CONN_RESET")
     assert (parsed.excluded, parsed.dropped, parsed.cjk) == (("audit",), ("a",), ("库",))
     response = search(store_settings(configured.parent.parent), text)
     assert response.query == parsed and response.hits
