@@ -9,9 +9,10 @@ Verbatim protection lifts the sections holding the query's identifiers by one mo
 fusion (query/verbatim.py). A stage may pin sections instead (Ranked.pinned): diversity counts a pinned
 section in its document's allowance but never demotes it, the same answer as demoting first and then
 placing the pinned sections first (tests/query/test_rank_stages.py), while diversity, last, reads
-only the ranks the answer needs. Stages before fusion re-score a tier's candidates (Ranked.with_lexical:
-names and documents, query/rank/evidence.py). A stage that re-scores the list (language preference, document
-evidence, a reranker) goes before diversity; pinned sections stay first whatever it does.
+only the ranks the answer needs. Stages before fusion re-score a tier's candidates (Ranked.with_lexical;
+cjk_length in query/rank/scripts.py, names and documents in query/rank/evidence.py). A stage that
+re-scores the fused list (language preference, a reranker) goes before diversity; pinned sections
+stay first whatever it does.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from query.fusion import diversified_prefix, rrf
 from query.rank.evidence import documents, names
 from query.rank.ranked import Ranked, Stage
+from query.rank.scripts import cjk_length
 from query.rank.tiers import HYBRID, VECTOR
 from query.verbatim import VERBATIM, lift, verbatim_ids
 
@@ -58,4 +60,4 @@ def diversity(ranked: Ranked) -> Ranked:
     return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
 
 
-STAGES: tuple[Stage, ...] = (names, documents, fusion, verbatim, diversity)
+STAGES: tuple[Stage, ...] = (cjk_length, names, documents, fusion, verbatim, diversity)
