@@ -67,12 +67,30 @@ def terms_of(text: str) -> tuple[list[str], list[str]]:
     return kept, dropped
 
 
+# Where a word written in camelCase or PascalCase splits: CORSMiddleware is CORS + Middleware.
+CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def with_parts(words: list[str]) -> list[tuple[str, bool]]:
+    """(word, whether it is a part) of words, each camelCase word followed by its parts of 2+ characters
+    (`TestClient`, `Test`, `Client`): the porter index holds `TestClient` as one token, and the prose around
+    it writes its parts."""
+    out: list[tuple[str, bool]] = []
+    for word in words:
+        out.append((word, False))
+        parts = [p for p in CAMEL.split(word) if p]
+        if len(parts) > 1:
+            out += [(p, True) for p in parts if len(p) >= 2]
+    return out
+
+
 def counted_terms(text: str) -> tuple[list[str], list[str], list[int]]:
-    """terms_of's (kept, dropped) and how many times each kept term occurs (case folded)."""
+    """terms_of's (kept, dropped) and how many times each kept term is written (case folded); a camelCase
+    word also gives its parts (with_parts), which are searched but do not count as written again."""
     kept: list[str] = []
     dropped: list[str] = []
     seen: dict[str, int] = {}
-    for term in _TERM.findall(text):
+    for term, part in with_parts(_TERM.findall(text)):
         key = term.lower()
         if len(term) < 2 and not is_cjk(term):
             if key not in dropped:
@@ -81,8 +99,8 @@ def counted_terms(text: str) -> tuple[list[str], list[str], list[int]]:
         if key not in seen:
             seen[key] = 0
             kept.append(term)
-        seen[key] += 1
-    return kept, dropped, [min(seen[t.lower()], MAX_REPEAT) for t in kept]
+        seen[key] += 0 if part else 1
+    return kept, dropped, [min(max(seen[t.lower()], 1), MAX_REPEAT) for t in kept]
 
 
 def cjk_runs_of(text: str) -> list[str]:

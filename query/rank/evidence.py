@@ -36,6 +36,7 @@ from pathlib import PurePosixPath
 from query.frequency import frequencies
 from query.rank.ranked import Ranked
 from query.rank.tiers import Scored
+from query.terms import CAMEL
 from query.topk import BM25_K1
 from query.words import STEMMER
 
@@ -48,7 +49,6 @@ DOCUMENT_SECTIONS = 2
 # File names that say nothing of their page: its folder's name speaks for it.
 _PLACEHOLDERS = frozenset({"index", "readme", "_index", "default", "main"})
 _WORD = re.compile(r"[^\W_]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def name_words(path: str, title: str | None) -> list[str]:
@@ -61,7 +61,7 @@ def name_words(path: str, title: str | None) -> list[str]:
     words: dict[str, None] = {}
     for text in (stem, title or ""):
         for run in _WORD.findall(text):
-            for part in _CAMEL.split(run):
+            for part in CAMEL.split(run):
                 if part:
                     words[part.lower()] = None
     return list(words)

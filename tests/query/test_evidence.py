@@ -96,3 +96,13 @@ def test_cli_explain_prints_the_names_stage(store: Settings, workdir: Path, run_
     assert code == 0 and ", names +" in out
     code, out, _ = run_cli("search", "--json", "custom validator")
     assert json.loads(out)["results"][0]["path"] == "docs/concepts/validators.md"
+
+
+def test_a_camel_case_query_word_also_finds_the_prose_that_writes_its_parts(tmp_path: Path) -> None:
+    assert build_query("add CORSMiddleware").terms == ("add", "CORSMiddleware", "CORS", "Middleware")
+    assert build_query("OAuth2 flow").dropped == ()  # a part under two characters is left out silently
+    assert build_query("TestClient test").repeats == ()  # a part is searched, not counted as written again
+    docs = {"docs/cors.md": "# Cross-origin requests\n\nAdd the CORS middleware to the application.\n",
+            "docs/other.md": "# Other\n\nNothing about that here.\n"}
+    settings = build_store(store_settings(tmp_path), docs)
+    assert [h.path for h in search(settings, "CORSMiddleware", 5).hits] == ["docs/cors.md"]
