@@ -19,13 +19,17 @@ from pipeline.text import cjk_runs
 
 # The chunker's version: part of every document's policy (pipeline/formats); raise it when the
 # same text would be cut into other sections, and the next index run re-chunks every document.
-VERSION = "1"
+VERSION = "2"  # 2: a heading's explicit id (`## WebSockets { #websockets }`) is markup, not text
 TARGET = 1200
 HARD_LIMIT = 1500
 BREADCRUMB_SEP = " > "
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+# An attribute list closing a heading, as MkDocs (attr_list), Pandoc, Hugo and kramdown write it:
+# `{ #websockets }`, `{#id .class}`, `{: #id }`, `{ .class key=value }`. It names the heading's anchor
+# and style; it is neither breadcrumb nor text.
+_ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*(?:(?:[#.][\w:-]+|[\w-]+=(?:\"[^\"]*\"|\S+?))[ \t]*)+\}[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
@@ -48,6 +52,7 @@ def parse_heading(line: str) -> tuple[int, str] | None:
     if match is None or match.group(2) is None:
         return None
     text = _CLOSING_HASHES.sub("", match.group(2)).strip()
+    text = _ATTRIBUTES.sub("", text).strip()
     return len(match.group(1)), _without_inline_html(text)
 
 

@@ -111,4 +111,5 @@ def without_common(conn: Connection, query: LexicalQuery, limit: int) -> Lexical
     kept = tuple(t for t in query.terms if t not in common)
     if not common or not kept or max((found.get(t) or 0) for t in kept) < limit:
         return query
-    return replace(query, terms=kept)
+    repeats = tuple(query.repeat(t) for t in kept) if query.repeats else ()
+    return replace(query, terms=kept, repeats=repeats)

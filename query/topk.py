@@ -99,7 +99,8 @@ def pruned_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str
     if len(scored) < limit:
         return None
     floor = -float(scored[-1][1])
-    reaching = [chosen for chosen in reaching_sets(terms, {t: bound(rows, held[t]) for t in terms}, floor)
+    bounds = {t: bound(rows, held[t]) * query.repeat(t) for t in terms}  # a repeated term is that many phrases
+    reaching = [chosen for chosen in reaching_sets(terms, bounds, floor)
                 if len(chosen) < size and not set(chosen) & set(small)]  # the rest are all in the seed
     if reaching:
         rest = f"({_any_of(reaching)}) NOT ({seed})"

@@ -55,7 +55,8 @@ def _trace(ranking: Ranked) -> dict[int, Explain]:
 
     tiers = ranking.context.tiers
     diversity = stages_module.DIVERSITY
-    return explanations(tiers.ranking, [(cid, -score) for cid, score in tiers.lexical],
+    own = dict(tiers.bm25 or tiers.lexical)  # the tier's own scores, in the order the stages left it
+    return explanations(tiers.ranking, [(cid, -own[cid]) for cid, _ in tiers.lexical],
                         [(cid, -score) for cid, score in tiers.vector], bool(ranking.context.query.cjk),
                         ranking.note_of(diversity), len(tiers.feedback),
                         [(name, about) for name, about in ranking.notes if name != diversity])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from config.settings import Settings
@@ -53,6 +53,13 @@ class Ranked:
         """This ranking with its entries (re-scored or re-ordered) replaced, and the stage's notes if any."""
         notes = self.notes if about is None else (*self.notes, (stage, about))
         return Ranked(self.context, tuple(entries), self.pins, notes, self.depth, self.remarks)
+
+    def with_lexical(self, lexical: Sequence[Scored]) -> Ranked:
+        """This ranking over a re-scored lexical tier (a stage before fusion); the tier's own scores are kept
+        in Tiers.bm25 for --explain."""
+        tiers = self.context.tiers
+        rescored = replace(tiers, lexical=tuple(lexical), bm25=tiers.bm25 or tiers.lexical)
+        return Ranked(replace(self.context, tiers=rescored), self.entries, self.pins, self.notes, self.depth)
 
     def pinned(self, ids: Sequence[int]) -> Ranked:
         """This ranking with ids pinned first, after those pinned already."""

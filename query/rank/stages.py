@@ -5,23 +5,28 @@ and returns the next one; what it did to a hit it says with Ranked.noted, and --
 Adding a stage is writing its function and naming it in STAGES. The last stage's output is read only
 to the answer's depth (the pipeline sets Ranked.depth); every other stage must rank the whole list.
 
-Verbatim protection pins sections rather than moving them, and diversity counts a pinned section in
-its document's allowance but never demotes it: the same answer as demoting first and then placing
-the protected sections first (tests/query/test_rank_stages.py), while diversity, last, reads only
-the ranks the answer needs. A stage that re-scores the list (language preference, document
-evidence, a reranker) goes before diversity; pinned sections stay first whatever it does. The
-reranker (query/rank/rerank.py) sits right after fusion, before every stage that states a rule, so
-it re-orders candidates without breaking one; unconfigured, it returns its input.
+Verbatim protection lifts the sections holding the query's identifiers by one more ranked list in the
+fusion (query/verbatim.py). A stage may pin sections instead (Ranked.pinned): diversity counts a pinned
+section in its document's allowance but never demotes it, the same answer as demoting first and then
+placing the pinned sections first (tests/query/test_rank_stages.py), while diversity, last, reads
+only the ranks the answer needs. Stages before fusion re-score a tier's candidates (Ranked.with_lexical;
+cjk_length in query/rank/scripts.py, names and documents in query/rank/evidence.py). A stage that
+re-scores the fused list (language preference, a reranker) goes before diversity; pinned sections
+stay first whatever it does.
+The reranker (query/rank/rerank.py) sits right after fusion, before every stage that states a rule,
+so it re-orders candidates without breaking one; unconfigured, it returns its input.
 """
 
 from __future__ import annotations
 
 from query.fusion import diversified_prefix, rrf
+from query.rank.evidence import documents, names
 from query.rank.language import language
 from query.rank.ranked import Ranked, Stage
 from query.rank.rerank import rerank
+from query.rank.scripts import cjk_length
 from query.rank.tiers import HYBRID, VECTOR
-from query.verbatim import verbatim_ids
+from query.verbatim import VERBATIM, lift, verbatim_ids
 
 DIVERSITY = "diversity"  # its notes are explain's `demoted`
 
@@ -37,14 +42,16 @@ def fusion(ranked: Ranked) -> Ranked:
 
 
 def verbatim(ranked: Ranked) -> Ranked:
-    """In a hybrid ranking, pin the lexical candidates holding a verbatim phrase first, in lexical order."""
+    """In a hybrid ranking, lift the lexical candidates holding a verbatim phrase by one more RRF list."""
     context = ranked.context
     if context.tiers.ranking != HYBRID or not context.query.phrases:
         return ranked
     lexical = context.tiers.lexical_ids
     held = verbatim_ids(context.reader.conn, context.query.phrases, lexical)
-    pins = tuple(cid for cid in dict.fromkeys(lexical) if cid in held)
-    return ranked.pinned(pins)
+    if not held:
+        return ranked
+    entries, lifted = lift(ranked.entries, lexical, held)
+    return ranked.reordered(entries, VERBATIM, lifted)
 
 
 def diversity(ranked: Ranked) -> Ranked:
@@ -57,4 +64,4 @@ def diversity(ranked: Ranked) -> Ranked:
     return ranked.reordered(order, DIVERSITY, dict.fromkeys(moved, True))
 
 
-STAGES: tuple[Stage, ...] = (fusion, rerank, verbatim, language, diversity)
+STAGES: tuple[Stage, ...] = (cjk_length, names, documents, fusion, rerank, verbatim, language, diversity)

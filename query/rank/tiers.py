@@ -39,6 +39,8 @@ class Tiers:
     lexical: tuple[Scored, ...] = ()  # -bm25, or the CJK fusion's RRF score
     vector: tuple[Scored, ...] = ()  # -distance to the (moved) query vector
     feedback: tuple[int, ...] = ()  # the sections whose vectors moved the query (hybrid only)
+    # The lexical tier's own scores when a stage re-scored `lexical` (query/rank/evidence.py); empty: not re-scored.
+    bm25: tuple[Scored, ...] = ()
 
     @property
     def lexical_ids(self) -> list[int]:

@@ -76,11 +76,12 @@ def test_a_newer_extractor_re_chunks_only_its_formats_unchanged_files(
 def test_a_newer_chunker_re_chunks_every_document(workdir: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
     write_tree(workdir, TREE)
     assert run_cli("index", "docs")[0] == 0
-    monkeypatch.setattr(chunker, "VERSION", "2")
+    newer = str(int(chunker.VERSION) + 1)
+    monkeypatch.setattr(chunker, "VERSION", newer)
     code, out, err = run_cli("index", "docs", "--json")
     assert code == 0, out + err
     summary = json.loads(out)
     assert (summary["updated"], summary["unchanged"], summary["rechunked"]) == (4, 0, 4)
-    assert all(p.endswith("+chunk:2") for p in _policies(workdir).values())
+    assert all(p.endswith(f"+chunk:{newer}") for p in _policies(workdir).values())
     code, out, err = run_cli("index", "docs", "--reindex")  # a reindex reads everything: nothing to call out
     assert code == 0 and "re-chunked" not in out

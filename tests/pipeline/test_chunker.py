@@ -149,3 +149,16 @@ def test_a_headings_inline_html_is_stripped_to_its_text_outside_code_spans() -> 
     assert parse_heading("## <span class=x>`<code>`</span> tags") == (2, "`<code>` tags")
     chunks = chunk_text('# Guide\n\n## Run <a href="r.md" target="_blank">it</a>\n\nBody.\n').chunks
     assert [c.heading_path for c in chunks] == ["Guide > Run it"]
+
+
+def test_a_headings_attribute_list_is_markup_neither_breadcrumb_nor_title() -> None:
+    text = ("# WebSockets { #websockets }\n\nintro\n\n## Install `websockets` {#install-websockets}\n\npip\n\n"
+            "### Notes {: #notes .tip }\n\nsee\n\n## A set {a, b} and a dict {}\n\nkept\n")
+    chunked = chunk_text(text)
+    assert chunked.title == "WebSockets"
+    assert [c.heading_path for c in chunked.chunks] == [
+        "WebSockets", "WebSockets > Install `websockets`", "WebSockets > Install `websockets` > Notes",
+        "WebSockets > A set {a, b} and a dict {}"]
+    assert parse_heading("## 生命周期事件 { #lifespan-events }") == (2, "生命周期事件")
+    assert parse_heading('## Styled { .note data-x="1 2" }') == (2, "Styled")
+    assert not any("#" in c.heading_path or "#" in c.cjk for c in chunked.chunks)

@@ -117,3 +117,20 @@ def test_the_reaching_sets_are_the_smallest_sets_whose_bounds_add_up_to_the_floo
     assert reaching_sets(tuple(bounds), bounds, 9.5) == [("rare", "mid"), ("rare", "common"), ("rare", "often")]
     assert reaching_sets(tuple(bounds), bounds, 6.5) == [("rare",), ("mid", "common"), ("mid", "often")]
     assert reaching_sets(tuple(bounds), bounds, 20.0) == []
+
+
+def test_a_query_repeating_its_terms_is_pruned_as_exactly_as_one_that_does_not(zipf_store: Settings) -> None:
+    rng = random.Random(11)
+    answered = 0
+    with Reader(zipf_store) as reader:
+        for text in _queries(9, 200):
+            words = text.split()
+            repeated = " ".join(words + rng.choices(words, k=rng.randint(1, 4)))  # some terms weigh 2-5 times
+            expression = build_query(repeated).expression
+            assert expression.count(" OR ") + 1 > len(words)
+            for limit in (5, 50):
+                full = [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (expression, limit))]
+                found = exact_top_k(reader.conn, build_query(repeated), limit, WEIGHTS)
+                assert found is None or found == full, (repeated, limit)
+                answered += found is not None
+    assert answered > 20  # the pruned path answered many of them (the rest it leaves to the full query)

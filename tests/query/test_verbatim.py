@@ -11,10 +11,11 @@ import pytest
 from config.loader import settings_from_mapping
 from config.settings import Settings
 from query.filters import Filter
+from query.fusion import RRF_K
 from query.reader import Reader
 from query.search import HYBRID, LEXICAL, search, search_deep
 from query.terms import verbatim_phrases
-from query.verbatim import protect
+from query.verbatim import lift, protect
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
 from tests.query.verbatim_set import CASES, documents, placements
@@ -39,14 +40,20 @@ def indexed(workdir: Path, server: EmbedServer, run_cli: Callable[..., tuple[int
 
 
 @pytest.mark.parametrize(("text", "phrases"), [
-    ("ERR_CONN_RESET", ("ERR CONN RESET",)),
+    ("ERR_CONN_RESET", ("ERR_CONN_RESET",)),
     ('"connection reset by peer"', ("connection reset by peer",)),
-    ("kube-proxy", ("kube proxy",)),
-    ("std::vector", ("std vector",)),
-    ("sha256sum digest", ("sha256sum",)),
-    ("where is config.yaml read", ("config yaml",)),
-    ("NASA report", ("NASA",)),
-    ("HTTP_429 retry -deprecated", ("HTTP 429",)),
+    ("kube-proxy", ("kube-proxy",)),
+    ("std::vector", ("std::vector",)),
+    ("`sha256sum` digest", ("sha256sum",)),
+    ("where is config.yaml read", ("config.yaml",)),
+    ("HTTP_429 retry -deprecated", ("HTTP_429",)),
+    ("how to test my API with TestClient", ("TestClient",)),
+    ("CORSMiddleware", ("CORSMiddleware",)),
+    ("split into files with APIRouter", ("APIRouter",)),
+    ("OAuth2 password flow with JWT tokens", ("OAuth2",)),
+    ("or_", ("or_",)),
+    ("model_validator modes", ("model_validator",)),
+    ("when is Depends() called", ("Depends",)),
 ])
 def test_identifiers_error_codes_and_quoted_phrases_are_read_as_verbatim_phrases(
         text: str, phrases: tuple[str, ...]) -> None:
@@ -56,8 +63,10 @@ def test_identifiers_error_codes_and_quoted_phrases_are_read_as_verbatim_phrases
 @pytest.mark.parametrize("text", [
     "how do I restart the agent", "why does kube-proxy restart so often", "i.e. the blasius problem",
     "mach numbers less than 15.4.", "api -deprecated", "", "papers on shock-sound wave interaction .",
+    "how do I add CORS middleware", "API", "CLI options", "JWT tokens", "v1", "NASA report", "sha256sum digest",
+    "APIs and URLs", "E1102 timeout", "Pydantic custom field validator",
 ])
-def test_plain_language_and_hyphenated_compounds_in_sentences_are_not_verbatim(text: str) -> None:
+def test_plain_language_acronyms_versions_and_hyphenated_compounds_are_not_verbatim(text: str) -> None:
     assert verbatim_phrases(text) == ()
 
 
@@ -107,3 +116,21 @@ def test_filters_and_exclusions_still_bound_what_protection_puts_first(indexed: 
         excluded = search(indexed, "ERR_CONN_RESET -till", 5, reader).hits
         assert "docs/v00.md" not in [h.path for h in excluded]
         assert search(indexed, "ERR_CONN_RESET", 5, reader).hits[0].path == "docs/v00.md"
+
+
+def test_the_lift_adds_one_rrf_vote_per_held_section_in_lexical_order_and_says_so() -> None:
+    fused = [(1, 0.030), (2, 0.029), (3, 0.020), (4, 0.010)]
+    entries, notes = lift(fused, [4, 9, 3, 1], {3, 4})
+    gains = {4: 1 / (RRF_K + 1), 3: 1 / (RRF_K + 2)}
+    assert dict(entries) == {1: 0.030, 2: 0.029, 3: 0.020 + gains[3], 4: 0.010 + gains[4]}
+    assert [cid for cid, _ in entries] == [3, 1, 2, 4]  # a lift, not a place: 4 was too far down to pass 1 and 2
+    assert set(notes) == {3, 4} and notes[4] == f"+{gains[4]:.4f}"
+
+
+def test_explain_names_the_verbatim_rule_on_the_hits_it_lifted(indexed: Settings) -> None:
+    with Reader(indexed) as reader:
+        hits = search(indexed, "ERR_CONN_RESET", 5, reader, explain=True).hits
+        plain = search(indexed, "how is the err code reset", 5, reader, explain=True).hits
+    lifted = [h.explain for h in hits if h.explain is not None and dict(h.explain.stages).get("verbatim")]
+    assert [h.path for h in hits if h.explain in lifted] == ["docs/v00.md"] and "verbatim +0.0164" in lifted[0].line()
+    assert not any(h.explain is not None and dict(h.explain.stages).get("verbatim") for h in plain)

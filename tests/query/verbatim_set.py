@@ -26,13 +26,15 @@ CASES = [
     ("kube-proxy", "kube-proxy", "the proxy in front of each kube node"),
     ("max_retry_count", "max_retry_count", "the max count of each retry"),
     ("std::vector", "std::vector", "a vector type from the std library"),
-    ("sha256sum", "sha256sum", "the sum of a file checked daily"),
+    ("`sha256sum`", "sha256sum", "the sum of a file checked daily"),
     ("config.yaml", "config.yaml", "the config file written in yaml"),
     ("HTTP_429", "HTTP_429", "the http status when too many calls arrive, 429 of them"),
-    ("E1102 timeout", "E1102", "a timeout error on the line"),
+    ("`E1102` timeout", "E1102", "a timeout error on the line"),
+    ("TestClient", "TestClient", "a client to test with"),
     ('"disk quota exceeded"', "disk quota exceeded", "the quota of a disk was exceeded twice"),
 ]
-TOPICS = ["garden", "harbour", "orchestra", "bakery", "library", "railway", "glacier", "market", "theatre", "vineyard"]
+TOPICS = ["garden", "harbour", "orchestra", "bakery", "library", "railway", "glacier", "market", "theatre", "vineyard",
+          "lighthouse"]
 
 
 def documents() -> dict[str, str]:

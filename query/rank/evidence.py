@@ -1,0 +1,149 @@
+"""Evidence beyond a section's own text: its document's name and title, and its document's other sections.
+
+Two stages re-score the lexical tier's candidates before fusion (so a hybrid ranking fuses the
+re-scored lexical order, and a lexical ranking is it); neither adds a candidate, and both leave a
+query untouched when nothing applies. A query with CJK runs is left as it is: its lexical scores are
+a rank fusion (query/lexical.py), on another scale than these BM25 additions.
+
+- **names**: a document's file name says what it is about (`request-files.md` is "request files";
+  an `index.md` or `README.md` speaks through its folder, `dependencies/index.md`) and so does its
+  title, often in words its sections never repeat (a page without a heading of its own has only its
+  file name). These words are a third field beside body and breadcrumb, scored as BM25 scores a
+  field of one occurrence per word: each query term whose porter stem is among them adds
+  `NAMES_WEIGHT * idf * (k1 + 1) / (1 + k1 * (1 - b + b * len / avglen))`, with FTS5's idf of the
+  term over the sections (query/frequency.py) and the name's length in words against the mean of
+  the candidates'. So a name that is exactly the query's rare words lifts most; a common word in
+  a name ("docs", "index") adds next to nothing.
+- **documents**: a document several of whose sections match the query is about it as a whole, more
+  than one section that matches alone. Its best-scored candidate gains DOCUMENT_WEIGHT times the
+  scores of the document's next best candidates (at most DOCUMENT_SECTIONS of them), and only it:
+  the page rises by its best section, and diversity (query/fusion.py) still limits what one page
+  can hold of the answer.
+
+The weights were measured on Cranfield, CISI and the FastAPI/pydantic real-tree cases, not tuned to
+one query (bench/RESULTS.md, "Evidence stages"). --explain shows each stage's addition to a hit's
+lexical score (`names +2.1`, `documents +4.3`); the hit's bm25 stays FTS5's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
+
+from query.frequency import frequencies
+from query.rank.ranked import Ranked
+from query.rank.tiers import Scored
+from query.terms import CAMEL
+from query.topk import BM25_K1
+from query.words import STEMMER
+
+NAMES = "names"
+DOCUMENTS = "documents"
+NAMES_WEIGHT = 0.5
+NAMES_B = 0.75
+DOCUMENT_WEIGHT = 0.1
+DOCUMENT_SECTIONS = 2
+# File names that say nothing of their page: its folder's name speaks for it.
+_PLACEHOLDERS = frozenset({"index", "readme", "_index", "default", "main"})
+_WORD = re.compile(r"[^\W_]+")
+
+
+def name_words(path: str, title: str | None) -> list[str]:
+    """The words a document's name and title give: its file name's (or its folder's, for an index page) and
+    its title's, camelCase split, lower-cased, each once."""
+    pure = PurePosixPath(path.split("://", 1)[-1])
+    stem = pure.name.split(".", 1)[0]
+    if stem.lower() in _PLACEHOLDERS and pure.parent.name:
+        stem = pure.parent.name
+    words: dict[str, None] = {}
+    for text in (stem, title or ""):
+        for run in _WORD.findall(text):
+            for part in CAMEL.split(run):
+                if part:
+                    words[part.lower()] = None
+    return list(words)
+
+
+def _documents(ranked: Ranked, ids: list[int]) -> dict[int, tuple[int, str, str | None]]:
+    """{chunk id: (document id, path, title)} of the candidates, in one query."""
+    rows = ranked.context.reader.conn.execute(
+        "SELECT c.id, d.id, d.path, d.title FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+    return {int(r[0]): (int(r[1]), str(r[2]), None if r[3] is None else str(r[3])) for r in rows}
+
+
+def _idf(rows: int, held: int | None) -> float:
+    """FTS5's idf of a term held by `held` of `rows` sections (clamped as FTS5 clamps it)."""
+    if not rows or held is None:
+        return 0.0
+    value = math.log((rows - held + 0.5) / (held + 0.5))
+    return value if value > 0 else 1e-6
+
+
+def names_bonus(terms: Mapping[str, float], names: Mapping[int, list[str]]) -> dict[int, float]:
+    """{document id: what its name field adds} for query terms {stem: idf} and documents' name words."""
+    stems = STEMMER.stems({w for words in names.values() for w in words})
+    fields = {doc: {stems.get(w, w) for w in words} for doc, words in names.items()}
+    mean = sum(len(words) for words in names.values()) / len(names) if names else 0.0
+    out: dict[int, float] = {}
+    for doc, held in fields.items():
+        matched = [idf for stem, idf in terms.items() if stem in held]
+        if not matched or not mean:
+            continue
+        norm = 1.0 - NAMES_B + NAMES_B * len(names[doc]) / mean
+        out[doc] = NAMES_WEIGHT * sum(matched) * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * norm)
+    return out
+
+
+def _rescored(ranked: Ranked, stage: str, added: Mapping[int, float]) -> Ranked:
+    """The ranking with the lexical tier's scores raised by added (re-sorted), the additions noted."""
+    lexical = ranked.context.tiers.lexical
+    entries = [(cid, score + added.get(cid, 0.0)) for cid, score in lexical]
+    entries.sort(key=lambda entry: (-entry[1], entry[0]))
+    notes = {cid: f"+{bonus:.4f}" for cid, bonus in added.items() if bonus >= 0.00005}
+    return ranked.with_lexical(tuple(entries)).noted(stage, notes)
+
+
+def names(ranked: Ranked) -> Ranked:
+    """Raise each lexical candidate by its document's name and title as a field (module docstring)."""
+    context = ranked.context
+    lexical = context.tiers.lexical
+    terms = context.query.terms
+    if not lexical or not terms or context.query.cjk or NAMES_WEIGHT <= 0:
+        return ranked
+    owners = _documents(ranked, [cid for cid, _ in lexical])
+    rows, held = frequencies(context.reader.conn, terms)
+    stems = STEMMER.stems(terms)
+    weights = {stems[t]: _idf(rows, held.get(t)) * context.query.lexical.repeat(t) for t in terms if stems.get(t)}
+    docs = {doc: name_words(path, title) for doc, path, title in owners.values()}
+    bonus = names_bonus(weights, docs)
+    added = {cid: bonus[owner[0]] for cid, owner in owners.items() if owner[0] in bonus}
+    return _rescored(ranked, NAMES, added) if added else ranked
+
+
+def document_bonus(lexical: Iterable[Scored], owner: Mapping[int, int]) -> dict[int, float]:
+    """{chunk id: what it gains} for each document's best candidate from its next best ones (module docstring)."""
+    by_document: dict[int, list[Scored]] = {}
+    for cid, score in lexical:
+        if cid in owner:
+            by_document.setdefault(owner[cid], []).append((cid, score))
+    out: dict[int, float] = {}
+    for sections in by_document.values():
+        if len(sections) < 2:
+            continue
+        sections.sort(key=lambda entry: (-entry[1], entry[0]))
+        rest = [max(score, 0.0) for _, score in sections[1:1 + DOCUMENT_SECTIONS]]
+        out[sections[0][0]] = DOCUMENT_WEIGHT * sum(rest)
+    return out
+
+
+def documents(ranked: Ranked) -> Ranked:
+    """Lend each document's best lexical candidate the weight of its other matching sections."""
+    lexical = ranked.context.tiers.lexical
+    if len(lexical) < 2 or ranked.context.query.cjk or DOCUMENT_WEIGHT <= 0:
+        return ranked
+    added = document_bonus(lexical, ranked.context.reader.documents_of([cid for cid, _ in lexical]))
+    return _rescored(ranked, DOCUMENTS, added) if added else ranked
