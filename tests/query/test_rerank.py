@@ -185,7 +185,8 @@ def test_the_api_key_goes_in_the_authorization_header_only(plain: Settings, rera
 
 def test_without_a_rerank_block_the_stage_is_the_identity_and_the_answer_has_no_rerank(
         plain: Settings, reranker: RerankServer) -> None:
-    assert stages.STAGES.index(rerank) == 1  # right after fusion, before verbatim and diversity
+    assert stages.STAGES.index(rerank) == stages.STAGES.index(stages.fusion) + 1  # right after fusion
+    assert stages.STAGES.index(rerank) < stages.STAGES.index(stages.verbatim)  # before the rules' stages
     reader = Reader(plain)
     try:
         ranking = Ranked(Context(parse_query(QUERY), Tiers("lexical"), reader, plain), ((1, 2.0), (2, 1.0)))
