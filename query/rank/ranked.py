@@ -32,8 +32,9 @@ class Context:
 class Ranked:
     """A ranking between two stages: (chunk id, score) best first, higher is better.
 
-    pins are placed first in the answer, in their order, whatever later stages do to the rest (verbatim
-    protection); notes are what each stage that ran said about some hits, by stage name, in order.
+    pins are placed first in the answer, in their order, whatever later stages do to the rest (a stage
+    may pin; verbatim protection lifts instead, query/verbatim.py); notes are what each stage that ran
+    said about some hits, by stage name, in order.
     depth is how many entries past the pins anyone reads from this stage's output (None: all of it),
     so a stage may leave the rest of the list in its previous order (document diversity does).
     """
