@@ -63,7 +63,8 @@ def test_a_name_word_the_query_lacks_lifts_nothing(store: Settings) -> None:
     assert all("names" not in r["explain"].get("stages", {}) or r["path"] == "docs/guide/index.md" for r in found)
 
 
-def test_a_document_lends_its_best_section_the_weight_of_its_next_ones() -> None:
+def test_a_document_lends_its_best_section_the_weight_of_its_next_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evidence, "DOCUMENT_WEIGHT", 0.1)  # off by default (not a gain on the judged collections)
     lexical = [(1, 9.0), (2, 8.0), (3, 7.0), (4, 6.0), (5, 5.0)]
     owner = {1: 10, 2: 20, 3: 20, 4: 20, 5: 20}
     bonus = document_bonus(lexical, owner)
@@ -71,7 +72,11 @@ def test_a_document_lends_its_best_section_the_weight_of_its_next_ones() -> None
     assert bonus[2] == pytest.approx(evidence.DOCUMENT_WEIGHT * (7.0 + 6.0))  # its next DOCUMENT_SECTIONS
 
 
-def test_a_page_of_several_matching_sections_shows_the_documents_stage(store: Settings) -> None:
+def test_a_page_of_several_matching_sections_shows_the_documents_stage(store: Settings,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not any("documents" in r["explain"].get("stages", {})  # off by default
+                   for r in to_json(search(store, "retention days", 10, explain=True))["results"])
+    monkeypatch.setattr(evidence, "DOCUMENT_WEIGHT", 0.1)
     found = to_json(search(store, "retention days", 10, explain=True))["results"]
     lifted = [r for r in found if "documents" in r["explain"].get("stages", {})]
     assert [r["path"] for r in lifted] == ["docs/ops/storage.md"]
