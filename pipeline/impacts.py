@@ -30,7 +30,6 @@ IMPACTS = schema.IMPACTS
 FLOORS = schema.IMPACT_FLOORS
 STAMP_KEY = "impacts_stamp"
 WEIGHTS_KEY = "impacts_weights"
-_VOCAB = "temp.impact_vocab"
 
 
 @dataclass(frozen=True)
@@ -130,8 +129,8 @@ def refresh(conn: Connection, force: bool = False) -> bool:
 
 def common_terms(conn: Connection, rows: int) -> list[tuple[str, int]]:
     """(term, rows holding it) of every porter term above COMMON_SHARE whose quoted form matches itself."""
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, chunks_fts, 'row')")
-    found = [(str(t), int(n)) for t, n in conn.execute(f"SELECT term, doc FROM {_VOCAB} WHERE doc > ?",
+    conn.execute(schema.IMPACT_VOCAB_DDL)
+    found = [(str(t), int(n)) for t, n in conn.execute(f"SELECT term, doc FROM {schema.IMPACT_VOCAB} WHERE doc > ?",
                                                         (int(rows * COMMON_SHARE),))]
     fixed = _fixed_points([t for t, _ in found])
     return [(t, n) for t, n in found if t in fixed]

@@ -57,6 +57,9 @@ _EXACT_HEADING = identifiers.exact_sql("{row}heading_path", "{row}heading_identi
 # The impact lists of the common porter terms (pipeline/impacts.py), derived from chunks_fts; format 7.
 IMPACTS = "lexical_impacts"
 IMPACT_FLOORS = "lexical_impact_terms"
+# The writer's view of the porter vocabulary (every term's document count), read when it makes the lists.
+IMPACT_VOCAB = "temp.impact_vocab"
+IMPACT_VOCAB_DDL = f"CREATE VIRTUAL TABLE IF NOT EXISTS {IMPACT_VOCAB} USING fts5vocab(main, chunks_fts, 'row')"
 
 TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")  # keep every FTS table in step with chunks
 
