@@ -18,8 +18,8 @@ from config.settings import MAX_TOP_K, Settings
 from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter, document_ids_json
 from query.lexical import FANOUT
-from query.rank.language import QueryLanguage, query_language, widened
-from query.rank.parsed import ParsedQuery, parse_query
+from query.rank.language import query_language, widened
+from query.rank.parsed import ParsedQuery, QueryLanguage, parse_query
 from query.rank.pipeline import rank
 from query.rank.ranked import Context
 from query.rank.tiers import HYBRID as HYBRID  # the rankings, re-exported: eval and the CLI import them here

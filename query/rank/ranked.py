@@ -6,14 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from query.rank.parsed import ParsedQuery
+from query.rank.parsed import ParsedQuery, QueryLanguage
 from query.rank.tiers import Scored, Tiers
 from query.reader import Reader
 from query.verbatim import protect
 
 if TYPE_CHECKING:
     from query.explain import Note  # what a stage says about one hit, shown by --explain
-    from query.rank.language import QueryLanguage
 
 
 @dataclass(frozen=True, slots=True)
