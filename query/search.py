@@ -19,8 +19,8 @@ from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter
 from query.generation import Generation
 from query.lexical import FANOUT
-from query.rank.language import QueryLanguage, query_language, widened
-from query.rank.parsed import ParsedQuery, parse_query
+from query.rank.language import query_language, widened
+from query.rank.parsed import ParsedQuery, QueryLanguage, parse_query
 from query.rank.pipeline import ranked_hits
 from query.rank.ranked import Context
 from query.rank.rerank import RerankOutcome, outcome_of

@@ -30,7 +30,7 @@ from pipeline import schema
 from pipeline.languages import detect_query, primary, same_language
 from query.filters import Allowed, allowed_documents
 from query.frequency import without_common
-from query.rank.parsed import ParsedQuery
+from query.rank.parsed import ParsedQuery, QueryLanguage
 from query.rank.ranked import Ranked
 from query.rank.tiers import Scored, lexical_tier
 from query.reader import Hit, Reader, Translation
@@ -40,15 +40,6 @@ if TYPE_CHECKING:
 
 ANY = "any"  # the `lang` that turns the stage off
 LANGUAGE = "language"  # the stage's name in --explain
-
-
-@dataclass(frozen=True)
-class QueryLanguage:
-    """The language a query is answered in, and how it was chosen ("asked", "detected" or "default")."""
-
-    lang: str
-    how: str
-    default: str
 
 
 def query_language(settings: Settings, reader: Reader, text: str, asked: str | None) -> QueryLanguage | None:

@@ -42,6 +42,16 @@ class ParsedQuery:
         return self.lexical.cjk
 
 
+@dataclass(frozen=True)
+class QueryLanguage:
+    """The language a query is answered in, and how it was chosen ("asked", "detected" or "default");
+    chosen by query/rank/language.query_language."""
+
+    lang: str
+    how: str
+    default: str
+
+
 def parse_query(text: str) -> ParsedQuery:
     """The one reading of a query's text that search, explain and the search page share."""
     return ParsedQuery(text, build_query(text))

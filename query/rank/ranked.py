@@ -7,14 +7,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from config.settings import Settings
-from query.rank.parsed import ParsedQuery
+from query.rank.parsed import ParsedQuery, QueryLanguage
 from query.rank.tiers import Scored, Tiers
 from query.reader import Reader
 from query.verbatim import protect
 
 if TYPE_CHECKING:
     from query.explain import Note  # what a stage says about one hit, shown by --explain
-    from query.rank.language import QueryLanguage
 
 
 @dataclass(frozen=True, slots=True)
