@@ -107,7 +107,8 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file's (or a directory's) contents to disk: what a rename after it makes durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -149,7 +150,7 @@ def publish(db_path: Path, directory: Path, keep: int = 3) -> Published:
         db.vacuum_into(db_path, copy)
         manifest = _describe(copy, generation, db_path)
         os.chmod(copy, 0o444)
-        _fsync(copy)
+        fsync_path(copy)
         final = generation_dir(directory, generation)
         os.rename(temp, final)
     except BaseException as exc:
@@ -168,9 +169,9 @@ def write_manifest(directory: Path, manifest: Manifest) -> None:
     final = manifest_path(directory, manifest.generation)
     temp = directory / f"{TEMP_PREFIX}{final.name}"
     temp.write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
-    _fsync(temp)
+    fsync_path(temp)
     os.rename(temp, final)
-    _fsync(directory)
+    fsync_path(directory)
 
 
 def prune(directory: Path, keep: int) -> list[int]:

@@ -222,7 +222,7 @@ class Puller:
         """Read-only file, directory renamed to gNNNNNN, manifest written last (publish's order)."""
         file = temp / snapshots.DB_NAME
         os.chmod(file, 0o444)
-        _fsync(file)
+        snapshots.fsync_path(file)
         final = snapshots.generation_dir(self.directory, manifest.generation)
         if final.exists():  # a leftover without a manifest (a pull killed between the two renames)
             for inner in final.iterdir():
@@ -320,14 +320,6 @@ def startup_check(puller: Puller) -> str:
             raise ConfigError(text) from exc
         return text
     return ""
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _reason(exc: httpx.TransportError) -> str:

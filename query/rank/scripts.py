@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Mapping
 
 from pipeline.db import Connection, OperationalError
+from pipeline.impacts import varints
 from query.frequency import frequencies
 from query.rank.ranked import Ranked
 from query.rank.tiers import Scored
@@ -42,25 +43,6 @@ _lock = threading.Lock()
 # Per connection: (data_version, rows, FTS5's total length, the recounted total length) of the store's text.
 _totals: weakref.WeakKeyDictionary[Connection, tuple[int, int, float, float]] = weakref.WeakKeyDictionary()
 Row = tuple[int, str, str, str, bytes]  # a candidate: chunk id, heading path, body, CJK runs, FTS5 docsize
-
-
-def varints(blob: bytes) -> list[int]:
-    """The SQLite varints of an FTS5 record (docsize, averages), in order."""
-    out: list[int] = []
-    at = 0
-    while at < len(blob):
-        value = 0
-        for i in range(9):
-            byte = blob[at]
-            at += 1
-            if i == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        out.append(value)
-    return out
 
 
 def extra_length(cjk: str) -> int:

@@ -9,8 +9,9 @@ import pytest
 
 from config.settings import Settings
 from pipeline.db import Connection
+from pipeline.impacts import varints
 from query.rank import stages
-from query.rank.scripts import _bm25, _frequencies, extra_length, varints
+from query.rank.scripts import _bm25, _frequencies, extra_length
 from query.reader import Reader
 from query.search import search, to_json
 from tests.query.stores import build_store, store_settings
