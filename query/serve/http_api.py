@@ -288,11 +288,16 @@ def serve(settings: Settings, host: str, port: int, token: str | None, replica: 
     if token is None and host_name(host) not in LOOPBACK_NAMES:
         warn(f"serving on {host} without a bearer token: anyone who reaches the port reads the index; "
              "set knowledge.expose.mcp.token_env")
+    from query.serve.connections import ACCEPT_BURST
+
     app = build_app(settings, host, token, warn, replica)
+    config = server_config(app, settings, host, port)
+    listening = config.bind_socket()  # a port already taken stops here, as uvicorn says
+    listening.listen(ACCEPT_BURST)  # connections queue from now on: the line below means the port answers
     shown = f"[{host}]" if ":" in host else host
     print(f"knowledge: serving http://{shown}:{port} (search page at /, MCP at {MCP_PATH}, JSON API at /v1)",
-          file=sys.stderr, flush=True)
-    uvicorn.Server(server_config(app, settings, host, port)).run()
+          file=sys.stderr, flush=True)  # what run-local.sh and people wait for
+    uvicorn.Server(config).run(sockets=[listening])
 
 
 def server_config(app: ASGIApp, settings: Settings, host: str, port: int) -> Any:
