@@ -24,7 +24,7 @@ from query.enumerate import EnumerateResult, checked_limit, enumerate_documents
 from query.listing import SourcesListing, stats_answer
 from query.match_query import scrub
 from query.read_index import ReadIndex
-from query.reader import Reader, ambiguous_note, not_built_note, parse_ref
+from query.reader import ambiguous_note, not_built_note, parse_ref
 from query.reading import ReadAnswer, around, refusal
 from query.requests import (
     EnumerateRequest,
@@ -60,17 +60,14 @@ class QueryService:
     def warm(self) -> threading.Thread:
         """Open a Reader and fill the lexical caches in the background (a server's start): see ReadIndex.warm.
 
-        First the document frequencies search shapes its queries with, then match's documents of the
-        corpus's most common words (query/match_sets.py), kept for the store's generation.
+        First the document frequencies search shapes its queries with (that Reader is kept for the first
+        request), then, on a Reader of its own, match's documents of the corpus's most common words
+        (query/match_sets.py), kept for the store's generation.
         """
         from query.enumerate import warm as warm_match
         from query.frequency import prime
 
-        def fill(reader: Reader) -> None:
-            prime(reader.conn)
-            warm_match(reader)
-
-        return self.index.warm(fill)
+        return self.index.warm(lambda reader: prime(reader.conn), warm_match)
 
     def close(self) -> None:
         """Close the Readers kept between requests."""
