@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                                     ("baseline", "kept", " ".join(words[14:16]))):
             result["first_match_cold_s"][f"{text}: {first} first"] = {
                 name: round(thread_cpu(cold[name], text)[0], 3) for name in (first, second)}
-        result["warm_up_cpu_s"] = round(thread_cpu(enumerate_module.warm, reader)[0], 2)
+        spent, result["warm_up_words"] = thread_cpu(enumerate_module.warm, reader)
+        result["warm_up_cpu_s"] = round(spent, 2)
         for text in dict.fromkeys(pairs):  # the baseline keeps its words as a server would after one query
             base.enumerate_documents(settings, text, 50, "matches", other)
         systems: dict[str, Any] = {
