@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from config.errors import QueryError
 from config.instruments import TIER, instruments
 from config.observability import traced
@@ -247,19 +245,19 @@ def _written_and_forms(conn: Connection, term: Term) -> tuple[int, str, tuple[st
 def _hydrate(conn: Connection, totals: Columns, sort: str, limit: int | None) -> list[MatchedDocument]:
     if not len(totals) or limit == 0:
         return []
+    ids = totals.ids.tolist()
     if sort == "path":
-        at = np.arange(len(totals))
-        paths = _paths(conn, totals.ids.tolist())
-        order = sorted(at.tolist(), key=lambda i: paths[int(totals.ids[i])])
+        paths = _paths(conn, ids)
+        order = sorted(range(len(ids)), key=lambda i: paths[ids[i]])
     else:
         # By counts, ties by path: only the documents at or above the limit-th count need a path.
         at = shown_by_matches(totals, limit)
-        paths = _paths(conn, totals.ids[at].tolist())
-        body, heading, ids = totals.body.tolist(), totals.heading.tolist(), totals.ids.tolist()
-        order = sorted(at.tolist(), key=lambda i: (-body[i], -heading[i], paths[ids[i]]))
+        paths = _paths(conn, [ids[i] for i in at])
+        body, heading = totals.body.tolist(), totals.heading.tolist()
+        order = sorted(at, key=lambda i: (-body[i], -heading[i], paths[ids[i]]))
     if limit is not None:
         order = order[: max(0, limit)]
-    picked = [(int(totals.ids[i]), int(totals.body[i]), int(totals.heading[i]), int(totals.first[i])) for i in order]
+    picked = [(ids[i], totals.body[i], totals.heading[i], totals.first[i]) for i in order]
     sections = _sections(conn, [(d, first) for d, _, _, first in picked])
     langs = _langs(conn, [d for d, *_ in picked])
     return [MatchedDocument(paths[d], body, heading, first, sections.get(d, ""), langs.get(d, ""))

@@ -2,19 +2,21 @@
 
 A term's documents (every matching chunk grouped by its document, body and heading apart) are the
 costly part of a match: ~870k chunks for "the" at a million chunks. They are kept per store
-generation (query/generation.py) as sorted numpy columns, 24 bytes a document, so a kept term
-costs nothing to find again and two common words intersect and tally in a few vectorised passes
-rather than a Python loop per document. A server fills them for the corpus's most common words as
-it starts (warm_common), so the words every query shares are ready before the first request.
+generation (query/generation.py) as sorted columns (array.array, 24 bytes a document), so a kept
+term costs nothing to find again, and from VECTOR_FROM documents two common words intersect and
+tally in a few numpy passes over views of those columns rather than a Python loop per document
+(numpy is imported only then: a read command on a small store never loads it). A server fills
+them for the corpus's most common words as it starts (warm_common), so the words every query
+shares are ready before the first request.
 """
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
-import numpy as np
-import numpy.typing as npt
+from typing import Any
 
 from pipeline.db import Connection, OperationalError
 from query.generation import MAX_HELD, Generation
@@ -28,9 +30,26 @@ SCOPES: dict[str | None, tuple[str, ...]] = {
 NO_CHUNK = 1 << 62  # above every ordinal: the first matching chunk of a document not yet seen
 WARM_SHARE = 0.5  # of MAX_HELD: what the common words filled at a server's start may hold at most
 WARM_TERMS = 24
+VECTOR_FROM = 2048  # documents: from this many, sets are intersected and tallied with numpy (loaded only then)
 
-Ids = npt.NDArray[np.int64]
-Counts = npt.NDArray[np.int32]
+
+def _numpy() -> Any:
+    import numpy  # a read command on a small store never loads it (tests/test_architecture.py)
+
+    return numpy
+
+
+def _view(values: array[int]) -> Any:
+    """values as a numpy array sharing their memory."""
+    np = _numpy()
+    dtype = np.int64 if values.typecode == "q" else np.int32
+    return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
+
+
+def _array(code: str, values: Any) -> array[int]:
+    out = array(code)
+    out.frombytes(_numpy().ascontiguousarray(values, dtype="int64" if code == "q" else "int32").tobytes())
+    return out
 
 
 def fts_expression(term: Term, column: str | None) -> str:
@@ -46,10 +65,10 @@ class Columns:
     One term's documents, kept across queries (never changed once made), or a query's tallied answer.
     """
 
-    ids: Ids
-    body: Counts
-    heading: Counts
-    first: Ids
+    ids: array[int]
+    body: array[int]
+    heading: array[int]
+    first: array[int]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -57,10 +76,9 @@ class Columns:
     @classmethod
     def of(cls, rows: Iterable[tuple[int, int, int, int]]) -> Columns:
         """The columns of (document id, body count, heading count, first chunk) rows, any order, ids distinct."""
-        table = np.array(list(rows), dtype=np.int64).reshape(-1, 4)
-        table = table[np.argsort(table[:, 0], kind="stable")]
-        return cls(table[:, 0].copy(), table[:, 1].astype(np.int32), table[:, 2].astype(np.int32),
-                   table[:, 3].copy())
+        ordered = sorted(rows)
+        return cls(array("q", (r[0] for r in ordered)), array("i", (r[1] for r in ordered)),
+                   array("i", (r[2] for r in ordered)), array("q", (r[3] for r in ordered)))
 
 
 def term_documents(conn: Connection, term: Term, table: str = "chunks_fts") -> Columns:
@@ -116,45 +134,78 @@ def term_columns(conn: Connection, term: Term, generation: Generation) -> Column
     return generation.get(key, lambda: term_documents(conn, term), len)
 
 
-def matching(positives: list[Term], negated: list[Term], sets: dict[Term, Columns]) -> Ids:
-    """The ids of the documents holding every positive term (smallest set first) and none of the negated ones."""
+def matching(positives: list[Term], negated: list[Term], sets: dict[Term, Columns]) -> array[int]:
+    """The ids (ascending) of the documents holding every positive term (smallest set first) and none of the negated."""
     ordered = sorted(positives, key=lambda t: len(sets[t]))
-    found = sets[ordered[0]].ids
+    if len(sets[ordered[0]]) >= VECTOR_FROM:
+        np = _numpy()
+        found = _view(sets[ordered[0]].ids)
+        for term in ordered[1:]:
+            found = np.intersect1d(found, _view(sets[term].ids), assume_unique=True)
+        for term in negated:
+            found = np.setdiff1d(found, _view(sets[term].ids), assume_unique=True)
+        return _array("q", found)
+    kept = set(sets[ordered[0]].ids)
     for term in ordered[1:]:
-        found = np.intersect1d(found, sets[term].ids, assume_unique=True)
+        kept.intersection_update(sets[term].ids)
     for term in negated:
-        found = np.setdiff1d(found, sets[term].ids, assume_unique=True)
-    return found
+        kept.difference_update(sets[term].ids)
+    return array("q", sorted(kept))
 
 
-def within(found: Ids, allowed: set[int]) -> Ids:
-    """found (sorted ids) kept to the allowed documents."""
-    return np.intersect1d(found, np.fromiter(allowed, np.int64, len(allowed)), assume_unique=True)
+def within(found: array[int], allowed: set[int]) -> array[int]:
+    """found (ascending ids) kept to the allowed documents."""
+    return array("q", (d for d in found if d in allowed))
 
 
-def tallied(found: Ids, per_term: list[Columns], min_matches: int) -> Columns:
+def tallied(found: array[int], per_term: list[Columns], min_matches: int) -> Columns:
     """Each found document's body and heading matches summed over the terms, and its first chunk."""
-    body = np.zeros(len(found), np.int32)
-    heading = np.zeros(len(found), np.int32)
-    first = np.full(len(found), NO_CHUNK, np.int64)
+    if len(found) >= VECTOR_FROM:
+        return _tallied_vectors(found, per_term, min_matches)
+    rows = []
+    for doc in found:
+        body = heading = 0
+        first = NO_CHUNK
+        for columns in per_term:
+            i = bisect_left(columns.ids, doc)
+            body += columns.body[i]
+            heading += columns.heading[i]
+            first = min(first, columns.first[i])
+        if body + heading >= min_matches:
+            rows.append((doc, body, heading, first))
+    return Columns.of(rows)
+
+
+def _tallied_vectors(found: array[int], per_term: list[Columns], min_matches: int) -> Columns:
+    np = _numpy()
+    ids = _view(found)
+    body = np.zeros(len(ids), np.int32)
+    heading = np.zeros(len(ids), np.int32)
+    first = np.full(len(ids), NO_CHUNK, np.int64)
     for columns in per_term:
-        at = np.searchsorted(columns.ids, found)
-        body += columns.body[at]
-        heading += columns.heading[at]
-        np.minimum(first, columns.first[at], out=first)
+        at = np.searchsorted(_view(columns.ids), ids)
+        body += _view(columns.body)[at]
+        heading += _view(columns.heading)[at]
+        np.minimum(first, _view(columns.first)[at], out=first)
     kept = (body + heading) >= min_matches
-    return Columns(found[kept], body[kept], heading[kept], first[kept])
+    return Columns(_array("q", ids[kept]), _array("i", body[kept]), _array("i", heading[kept]),
+                   _array("q", first[kept]))
 
 
-def shown_by_matches(totals: Columns, limit: int | None) -> Ids:
+def shown_by_matches(totals: Columns, limit: int | None) -> list[int]:
     """The positions of the documents at or above the limit-th by (body, heading) matches (all without a limit)."""
-    if limit is None or limit >= len(totals):
-        return np.arange(len(totals))
-    order = np.lexsort((-totals.heading, -totals.body))
-    cut = order[max(0, limit - 1)]
-    body, heading = totals.body[cut], totals.heading[cut]
-    above = (totals.body > body) | ((totals.body == body) & (totals.heading >= heading))
-    return np.flatnonzero(above)
+    n = len(totals)
+    if limit is None or limit >= n:
+        return list(range(n))
+    if n >= VECTOR_FROM:
+        np = _numpy()
+        body, heading = _view(totals.body), _view(totals.heading)
+        cut = np.lexsort((-heading, -body))[max(0, limit - 1)]
+        above = (body > body[cut]) | ((body == body[cut]) & (heading >= heading[cut]))
+        return list(np.flatnonzero(above).tolist())
+    counts = list(zip(totals.body, totals.heading))
+    cut_body, cut_heading = sorted(counts, key=lambda c: (-c[0], -c[1]))[max(0, limit - 1)]
+    return [i for i, (b, h) in enumerate(counts) if b > cut_body or (b == cut_body and h >= cut_heading)]
 
 
 def common_words(conn: Connection, most: int = WARM_TERMS) -> list[str]:

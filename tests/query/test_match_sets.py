@@ -10,7 +10,7 @@ import pytest
 
 from config.settings import Settings
 from pipeline.store import Store
-from query import generation
+from query import generation, match_sets
 from query.enumerate import enumerate_documents
 from query.match_sets import common_words
 from query.reader import Reader
@@ -42,6 +42,12 @@ def zipf_store(tmp_path: Path) -> Iterator[Settings]:
     generation.forget(settings.db_path)
 
 
+@pytest.fixture(params=[1, 1 << 40], ids=["numpy", "python"])
+def either_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of intersecting and tallying: numpy from the first document, or never."""
+    monkeypatch.setattr(match_sets, "VECTOR_FROM", request.param)
+
+
 def _reference(reader: Reader, words: list[str], excluded: list[str]) -> dict[str, tuple[int, int, int]]:
     """{path: (body matches, heading matches, first matching ordinal)} by one plain FTS5 query per word and column."""
     chunk = {int(i): (str(p), int(o)) for i, p, o in reader.conn.execute(
@@ -70,7 +76,8 @@ def _reference(reader: Reader, words: list[str], excluded: list[str]) -> dict[st
 
 @pytest.mark.parametrize("words", [["waa", "wab"], ["waa", "wab", "wac"], ["wab", "wbq"], ["waa", "wbx"]])
 def test_a_match_lists_exactly_the_documents_holding_every_word_with_their_counts(zipf_store: Settings,
-                                                                                  words: list[str]) -> None:
+                                                                                  words: list[str],
+                                                                                  either_path: None) -> None:
     with Reader(zipf_store) as reader:
         expected = _reference(reader, words, [])
         for _ in range(2):  # computed, then from the kept columns
@@ -80,7 +87,7 @@ def test_a_match_lists_exactly_the_documents_holding_every_word_with_their_count
 
 
 def test_an_exclusion_and_a_limit_keep_the_answer_complete_and_its_order_by_matches_then_path(
-        zipf_store: Settings) -> None:
+        zipf_store: Settings, either_path: None) -> None:
     with Reader(zipf_store) as reader:
         expected = _reference(reader, ["waa"], ["wak"])
         order = sorted(expected, key=lambda p: (-expected[p][0], -expected[p][1], p))
