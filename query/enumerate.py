@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +25,19 @@ from pipeline.identifiers import written_form
 from query.filters import Filter
 from query.generation import Generation
 from query.match_query import WORD, ParsedQuery, Term, parse, scrub
+from query.match_sets import (
+    SCOPES,
+    Columns,
+    fts_expression,
+    matching,
+    shown_by_matches,
+    tallied,
+    term_columns,
+    warm_common,
+    within,
+)
 from query.reader import Reader, borrowed_reader, not_built_note
 from query.status import Status
-from query.terms import TRIGRAM, quote
 from query.words import STEMMER, document_count, other_forms
 
 if TYPE_CHECKING:
@@ -45,9 +54,6 @@ NOTE_QUERY_EMPTY = (
 )
 
 SORTS = ("matches", "path")
-_SCOPES: dict[str | None, tuple[str, ...]] = {
-    None: ("body", "heading_path"), "heading": ("heading_path",), "body": ("body",),
-}
 DEFAULT_LIMIT = 50
 
 
@@ -56,17 +62,6 @@ def checked_limit(limit: int | None) -> int | None:
     if limit is not None and limit < 1:
         raise QueryError(f"limit must be at least 1, got {limit}; ask for every document with all (--all)")
     return limit
-
-NO_CHUNK = 1 << 62  # above every ordinal: the first matching chunk of a document not yet seen
-
-@dataclass(slots=True)
-class DocumentHits:
-    """How one document matched one term: chunks matching in body and in heading, first chunk."""
-
-    body: int = 0
-    heading: int = 0
-    first: int = NO_CHUNK
-
 
 @dataclass(frozen=True)
 class TermReport:
@@ -174,14 +169,13 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
             note += "; dropped terms under two characters: " + ", ".join(parsed.dropped)
         return EnumerateResult(Status.QUERY_EMPTY, note, text, dropped=parsed.dropped, indexed_documents=indexed)
     conn = reader.conn
-    columns = {term: _documents(conn, term, generation) for term in parsed.terms}
-    sets = {term: found.positions() for term, found in columns.items()}
+    sets = {term: term_columns(conn, term, generation) for term in parsed.terms}
     reports = [report(conn, term, len(sets[term]), generation) for term in parsed.terms]
-    matching = _matching(parsed, positives, sets)
+    found = matching(positives, [t for t in parsed.terms if t.negated], sets)
     active = filters is not None and filters.active
     if filters is not None and active:
-        matching &= filters.documents(conn)
-    totals = _tallied(matching, [(sets[term], columns[term]) for term in positives], min_matches)
+        found = within(found, filters.documents(conn))
+    totals = tallied(found, [sets[term] for term in positives], min_matches)
     documents = _hydrate(conn, totals, sort, limit)
     generation.keep()
     result = EnumerateResult(Status.OK, "", text, reports, parsed.dropped, len(totals), documents, indexed)
@@ -191,33 +185,14 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
     return result
 
 
-def _matching(parsed: ParsedQuery, positives: list[Term], sets: dict[Term, dict[int, int]]) -> set[int]:
-    """The documents holding every positive term (smallest set first) and none of the negated ones."""
-    ordered = sorted(positives, key=lambda t: len(sets[t]))
-    matching = set(sets[ordered[0]])
-    for term in ordered[1:]:
-        matching &= sets[term].keys()
-    for term in parsed.terms:
-        if term.negated:
-            matching -= sets[term].keys()
-    return matching
-
-
-def _tallied(matching: set[int], found: list[tuple[dict[int, int], Columns]],
-             min_matches: int) -> dict[int, DocumentHits]:
-    """Each matching document's body and heading matches summed over the terms, and its first chunk."""
-    totals: dict[int, DocumentHits] = {}
-    for doc_id in matching:
-        body = heading = 0
-        first = NO_CHUNK
-        for at, per_term in found:
-            i = at[doc_id]
-            body += per_term.body[i]
-            heading += per_term.heading[i]
-            first = min(first, per_term.first[i])
-        if body + heading >= min_matches:
-            totals[doc_id] = DocumentHits(body, heading, first)
-    return totals
+def warm(reader: Reader) -> int:
+    """Keep the most common words' documents and reports before the first match (a server's start); how many."""
+    generation = Generation(reader.settings.db_path)
+    with reader.snapshot():
+        generation.confirm()
+        made = warm_common(reader.conn, generation, lambda term: report(reader.conn, term, 0, generation))
+    generation.keep()
+    return made
 
 
 def ok_note(result: EnumerateResult, shown: int | None = None) -> str:
@@ -242,92 +217,9 @@ def ok_note(result: EnumerateResult, shown: int | None = None) -> str:
     return "; ".join(parts)
 
 
-def fts_expression(term: Term, column: str | None) -> str:
-    """The FTS5 expression of a term: one quoted string, with a column filter from a fixed table."""
-    phrase = quote(term.text)
-    return f"{{{column}}} : {phrase}" if column else phrase
-
-
 def written_term(term: Term) -> Term:
     """The term as the exact table holds it: one identifier (`model_validator`) whole, any other by its words."""
     return Term(written_form(term.text, term.phrase), term.phrase, term.field, term.negated, term.cjk)
-
-
-def term_documents(conn: Connection, term: Term, table: str = "chunks_fts") -> dict[int, DocumentHits]:
-    """The documents one term matches (in any form), with per-column chunk counts."""
-    if term.cjk:
-        return _cjk_documents(conn, term)
-    found: dict[int, DocumentHits] = {}
-    for column in _SCOPES[term.field]:
-        rows = conn.execute(
-            f"SELECT c.document_id, count(*), min(c.ordinal) FROM {table} f JOIN chunks c ON c.id = f.rowid"
-            f" WHERE {table} MATCH ? GROUP BY c.document_id",
-            (fts_expression(term, column),),
-        ).fetchall()
-        in_body = column == "body"
-        for doc_id, count, first in rows:
-            hits = found.get(doc_id)
-            if hits is None:
-                hits = found[doc_id] = DocumentHits(0, 0, first)
-            hits.first = min(hits.first, first)
-            if in_body:
-                hits.body += count
-            else:
-                hits.heading += count
-    return found
-
-
-@dataclass(frozen=True)
-class Columns:
-    """A term's documents as compact columns (24 bytes a document), the form kept across queries."""
-
-    ids: array[int]
-    body: array[int]
-    heading: array[int]
-    first: array[int]
-
-    @classmethod
-    def of(cls, found: dict[int, DocumentHits]) -> Columns:
-        """The columns of term_documents' answer."""
-        hits = found.values()
-        return cls(array("q", found), *(array(code, (getattr(h, name) for h in hits)) for code, name in (
-            ("i", "body"), ("i", "heading"), ("q", "first"))))
-
-    def positions(self) -> dict[int, int]:
-        """Each document's position in the columns."""
-        return dict(zip(self.ids, range(len(self.ids))))
-
-
-def _documents(conn: Connection, term: Term, generation: Generation) -> Columns:
-    """term_documents, kept for the store's generation (query/generation.py): the same words come back."""
-    key = ("documents", term.text, term.field, term.cjk)
-    return generation.get(key, lambda: Columns.of(term_documents(conn, term)), lambda c: len(c.ids))
-
-
-def _cjk_documents(conn: Connection, term: Term) -> dict[int, DocumentHits]:
-    run = term.text
-    if len(run) >= TRIGRAM:
-        candidates = "c.id IN (SELECT rowid FROM chunks_fts_cjk WHERE chunks_fts_cjk MATCH ?)"
-        arg = quote(run)
-    else:
-        candidates = "c.cjk != '' AND instr(c.cjk, ?) > 0"
-        arg = run
-    rows = conn.execute(
-        "SELECT c.document_id, c.ordinal, instr(c.body, ?) > 0, instr(c.heading_path, ?) > 0"
-        f" FROM chunks c WHERE {candidates}",
-        (run, run, arg),
-    ).fetchall()
-    found: dict[int, DocumentHits] = {}
-    for doc_id, ordinal, in_body, in_heading in rows:
-        in_body = bool(in_body) and term.field in (None, "body")
-        in_heading = bool(in_heading) and term.field in (None, "heading")
-        if not (in_body or in_heading):
-            continue
-        hits = found.setdefault(int(doc_id), DocumentHits())
-        hits.body += int(in_body)
-        hits.heading += int(in_heading)
-        hits.first = min(hits.first, int(ordinal))
-    return found
 
 
 def report(conn: Connection, term: Term, any_form: int, generation: Generation | None = None) -> TermReport:
@@ -341,7 +233,7 @@ def report(conn: Connection, term: Term, any_form: int, generation: Generation |
 
 def _written_and_forms(conn: Connection, term: Term) -> tuple[int, str, tuple[str, ...]]:
     """(documents holding the term as written, its stem, the index's other forms of it)."""
-    column = _SCOPES[term.field][0] if term.field else None
+    column = SCOPES[term.field][0] if term.field else None
     as_written = document_count(conn, schema.EXACT_TABLE, fts_expression(written_term(term), column))
     words = [w.lower() for w in WORD.findall(term.text)]
     stems = STEMMER.stems(words)
@@ -350,30 +242,26 @@ def _written_and_forms(conn: Connection, term: Term) -> tuple[int, str, tuple[st
     return as_written, stem, related
 
 
-def _hydrate(conn: Connection, totals: dict[int, DocumentHits], sort: str, limit: int | None) -> list[MatchedDocument]:
-    if not totals or limit == 0:
+def _hydrate(conn: Connection, totals: Columns, sort: str, limit: int | None) -> list[MatchedDocument]:
+    if not len(totals) or limit == 0:
         return []
+    ids = totals.ids.tolist()
     if sort == "path":
-        paths = _paths(conn, list(totals))
-        order = sorted(totals, key=lambda d: paths[d])
+        paths = _paths(conn, ids)
+        order = sorted(range(len(ids)), key=lambda i: paths[ids[i]])
     else:
         # By counts, ties by path: only the documents at or above the limit-th count need a path.
-        counts = {d: (-t.body, -t.heading) for d, t in totals.items()}
-        shown = list(totals)
-        if limit is not None and limit < len(shown):
-            cut = sorted(counts.values())[max(0, limit - 1)]
-            shown = [d for d in shown if counts[d] <= cut]
-        paths = _paths(conn, shown)
-        order = sorted(shown, key=lambda d: (*counts[d], paths[d]))
+        at = shown_by_matches(totals, limit)
+        paths = _paths(conn, [ids[i] for i in at])
+        body, heading = totals.body.tolist(), totals.heading.tolist()
+        order = sorted(at, key=lambda i: (-body[i], -heading[i], paths[ids[i]]))
     if limit is not None:
         order = order[: max(0, limit)]
-    sections = _sections(conn, [(d, totals[d].first) for d in order])
-    langs = _langs(conn, order)
-    return [
-        MatchedDocument(paths[d], totals[d].body, totals[d].heading, totals[d].first, sections.get(d, ""),
-                        langs.get(d, ""))
-        for d in order
-    ]
+    picked = [(ids[i], totals.body[i], totals.heading[i], totals.first[i]) for i in order]
+    sections = _sections(conn, [(d, first) for d, _, _, first in picked])
+    langs = _langs(conn, [d for d, *_ in picked])
+    return [MatchedDocument(paths[d], body, heading, first, sections.get(d, ""), langs.get(d, ""))
+            for d, body, heading, first in picked]
 
 
 def _langs(conn: Connection, doc_ids: list[int]) -> dict[int, str]:

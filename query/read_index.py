@@ -74,19 +74,30 @@ class ReadIndex:
         finally:
             self._give_back(kept, done)
 
-    def warm(self, prime: Callable[[Reader], object] | None = None) -> threading.Thread:
+    def warm(self, prime: Callable[[Reader], object] | None = None,
+             after: Callable[[Reader], object] | None = None) -> threading.Thread:
         """Open one Reader in the background, run prime on it, and keep it for the first request.
 
         A server calls this as it starts, so its first request pays neither the open nor the caches'
         filling. A request that comes meanwhile is not held up: the pool is empty, so it opens a
         Reader of its own and answers. A warm-up that fails leaves nothing kept; the first request
-        then meets the same failure and reports it as any request does.
+        then meets the same failure and reports it as any request does. after, when given, runs
+        once the primed Reader is kept, on a Reader of its own (closed after it, never kept): for
+        the longer fillings of caches the process keeps (match's common words), which hold no
+        request's Reader up.
         """
         def run() -> None:
             with contextlib.suppress(Exception):  # the requests report what went wrong, with context
                 with self.reader() as reader:
                     if reader is not None and prime is not None:
                         prime(reader)
+            if after is None:
+                return
+            with contextlib.suppress(Exception):
+                other = open_reader(self.settings)
+                if other is not None:
+                    with other:
+                        after(other)
 
         thread = threading.Thread(target=run, name="knowledge-warm-up", daemon=True)
         thread.start()

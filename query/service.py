@@ -58,10 +58,16 @@ class QueryService:
         return cls(settings, ReadIndex(settings, keep=KEEP_READERS))
 
     def warm(self) -> threading.Thread:
-        """Open a Reader and fill the lexical caches in the background (a server's start): see ReadIndex.warm."""
+        """Open a Reader and fill the lexical caches in the background (a server's start): see ReadIndex.warm.
+
+        First the document frequencies search shapes its queries with (that Reader is kept for the first
+        request), then, on a Reader of its own, match's documents of the corpus's most common words
+        (query/match_sets.py), kept for the store's generation.
+        """
+        from query.enumerate import warm as warm_match
         from query.frequency import prime
 
-        return self.index.warm(lambda reader: prime(reader.conn))
+        return self.index.warm(lambda reader: prime(reader.conn), warm_match)
 
     def close(self) -> None:
         """Close the Readers kept between requests."""

@@ -61,7 +61,8 @@ class Stemmer:
             missing = [w for w in wanted if w not in self._cache]
             if missing:
                 if len(self._cache) + len(missing) > _STEM_CACHE_MAX:
-                    self._cache.clear()
+                    self._cache.clear()  # then every wanted word is missing, not only the new ones
+                    missing = wanted
                 self._cache.update(self._compute(missing))
             return {w: self._cache[w] for w in wanted}
 

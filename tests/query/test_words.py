@@ -152,3 +152,11 @@ def test_words_narrow_by_documents_and_field_sort_by_documents_and_limit(built, 
 def test_an_invalid_pattern_advises_escaping(built, run_cli) -> None:
     code, _, err = run_cli("--store-dir", str(built.store_base), "words", "c++(")
     assert code == 2 and "escape them with a backslash" in err
+
+
+def test_the_stemmer_answers_every_word_when_its_cache_fills_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    stemmer = words.Stemmer()
+    monkeypatch.setattr(words, "_STEM_CACHE_MAX", 2)
+    assert stemmer.stems(["running", "jumps"]) == {"running": "run", "jumps": "jump"}
+    assert stemmer.stems(["running", "jumps", "deprecated"]) == {"running": "run", "jumps": "jump",
+                                                                 "deprecated": "deprec"}
