@@ -139,6 +139,18 @@ def bounded_knowledge(cwd: Path, *args: str, memory: int = 1 << 30, timeout: flo
                           preexec_fn=limit)
 
 
+def stop_process(proc: subprocess.Popen[Any], grace: float = 10) -> None:
+    """Terminate a process the test started and reap it: SIGTERM, then SIGKILL after grace seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 def wait_answering(url: str, proc: subprocess.Popen[Any], what: str, seconds: float,
                    log: Callable[[], str]) -> None:
     """Poll url until it answers 200 (bounded by seconds); fail naming `what`, or with log() once proc exits."""

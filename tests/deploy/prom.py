@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import wait_answering
+from tests.conftest import stop_process, wait_answering
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -108,9 +108,4 @@ def running(binary: str, config: dict[str, Any], base: Path, port: int) -> Itera
                        lambda: log.read_text(errors="replace")[-2000:])
         yield Prometheus(port)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc, grace=20)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pipeline import db
-from tests.conftest import write_tree
+from tests.conftest import stop_process, write_tree
 from tests.faults.invariants import integrity_problems
 from tests.query.serving import serving
 from tests.query.stores import free_port
@@ -115,13 +115,7 @@ def replicating(tmp_path: Path) -> Iterator[Replicating]:
     try:
         yield Replicating(binary, primary, db_path, config, proc)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc, grace=30)
 
 
 def test_a_store_replicated_by_litestream_restores_elsewhere_and_serves_the_change(

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.conftest import wait_answering
+from tests.conftest import stop_process, wait_answering
 
 STARTUP_S = 60.0
 
@@ -26,9 +26,4 @@ def serving(knowledge: str, config: Path, port: int, cwd: Path, env: Mapping[str
         wait_answering(f"{base}/healthz", proc, "knowledge serve", STARTUP_S, log.read_text)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)

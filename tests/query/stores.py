@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import socket
 from pathlib import Path
 from typing import Any
@@ -69,3 +70,18 @@ DOCS = {
     "docs/guide.md": "# Guide\n\nThe API guide explains how to call the endpoint.\n",
     "notes.md": "# Notes\n\nRetention policy drafts and API notes.\n",
 }
+
+
+def zipf_docs(words: list[str], seed: int, count: int = 100) -> dict[str, str]:
+    """count documents of 8 sections each whose words follow a Zipf law over words (a few in most sections)."""
+    rng = random.Random(seed)
+    weights = [1.0 / (rank + 2) for rank in range(len(words))]
+
+    def text(n: int) -> str:
+        return " ".join(rng.choices(words, weights, k=n))
+
+    docs = {}
+    for d in range(count):
+        sections = [f"## {text(2)}\n\n{text(rng.randint(5, 60))}\n" for _ in range(8)]
+        docs[f"docs/{d}.md"] = f"# {text(3)}\n\n" + "\n".join(sections)
+    return docs

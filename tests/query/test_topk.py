@@ -13,25 +13,15 @@ from query.lexical import WEIGHTS, search_ids
 from query.reader import Reader
 from query.terms import build_query
 from query.topk import exact_top_k, reaching_sets
-from tests.query.stores import build_store, store_settings
+from tests.query.stores import build_store, store_settings, zipf_docs
 
 WORDS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)]
 FULL = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
         " ORDER BY score, rowid LIMIT ?")
 
 
-def _text(rng: random.Random, words: list[str], n: int) -> str:
-    weights = [1.0 / (rank + 2) for rank in range(len(words))]  # Zipf: a few words in most sections
-    return " ".join(rng.choices(words, weights, k=n))
-
-
 def _docs(seed: int, count: int = 100) -> dict[str, str]:
-    rng = random.Random(seed)
-    docs = {}
-    for d in range(count):
-        sections = [f"## {_text(rng, WORDS, 2)}\n\n{_text(rng, WORDS, rng.randint(5, 60))}\n" for _ in range(8)]
-        docs[f"docs/{d}.md"] = f"# {_text(rng, WORDS, 3)}\n\n" + "\n".join(sections)
-    return docs
+    return zipf_docs(WORDS, seed, count)
 
 
 @pytest.fixture
