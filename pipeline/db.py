@@ -40,6 +40,29 @@ _DAMAGE_WORDS = ("malformed", "corrupt", "not a database")
 RECOVERY = "run `knowledge check` to see where and `knowledge rebuild` to repair it"
 
 
+@contextmanager
+def read_snapshot(conn: Connection) -> Iterator[None]:
+    """One read transaction around the block, so every statement in it sees the same store; inside an
+    open transaction the block joins it (a caller's snapshot covers its callees' statements).
+
+    The transaction is ended only if it is still open: a failed statement may have ended it, and
+    that error is never masked.
+    """
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        _end_open(conn)
+
+
+def _end_open(conn: Connection) -> None:
+    if conn.in_transaction:  # a failed statement may have ended it already
+        conn.execute("COMMIT")
+
+
 def is_damage(exc: BaseException) -> bool:
     """True when a SQLite error means the file or an index in it is damaged (not busy, not missing)."""
     if not isinstance(exc, sqlite.DatabaseError):

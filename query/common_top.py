@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline import impacts, schema
+from pipeline import db, impacts, schema
 from pipeline.db import Connection, OperationalError
 from query.frequency import frequencies
 from query.rescoring import idf, row_counts, score
@@ -38,20 +38,11 @@ def common_top_k(conn: Connection, query: LexicalQuery, limit: int,
     """query's top limit (rowid, bm25) from the impact lists, or None when they cannot answer it."""
     if query.excluded or not 1 <= len(query.terms) <= MAX_TERMS or limit > impacts.LIST_ROWS:
         return None
-    if conn.in_transaction:
-        return None
-    conn.execute("BEGIN")
-    try:
-        return _answer(conn, query, limit, weights)
-    except OperationalError:  # a store of an older format: no lists to read
-        return None
-    finally:
-        _end(conn)
-
-
-def _end(conn: Connection) -> None:
-    if conn.in_transaction:
-        conn.execute("COMMIT")
+    with db.read_snapshot(conn):
+        try:
+            return _answer(conn, query, limit, weights)
+        except OperationalError:  # a store of an older format: no lists to read
+            return None
 
 
 def _answer(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float]) -> Shaped | None:

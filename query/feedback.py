@@ -29,7 +29,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from pipeline import schema
+from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.vectors import VectorIdentity, from_blob
 from query.fusion import rrf
@@ -63,10 +63,7 @@ def nearest_with_feedback(conn: Connection, identity: VectorIdentity, vector: li
     used. Excluded chunks (the query's `-word`s) are neither feedback nor answers; lexical holds only
     allowed chunks when a filter is on, as the first pass does.
     """
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
+    with db.read_snapshot(conn):
         first = knn_pinned(conn, identity, vector, count, allowed)
         if first is None or lexical is None:
             return None if first is None else (first, [])
@@ -76,6 +73,3 @@ def nearest_with_feedback(conn: Connection, identity: VectorIdentity, vector: li
             return first, []
         pool = [cid for cid in dict.fromkeys([*lexical, *nearest]) if cid not in excluded]
         return exact_nearest(conn, moved_query(conn, vector, top), pool, count), top
-    finally:
-        if own:
-            conn.execute("COMMIT")

@@ -140,20 +140,9 @@ class Reader:
 
         Nested use joins the outer snapshot.
         """
-        if self.conn.in_transaction:
+        with db.read_snapshot(self.conn):
+            self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchall()  # the snapshot starts here (or is joined)
             yield
-            return
-        self.conn.execute("BEGIN")
-        try:
-            self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchall()  # the snapshot starts here
-            yield
-        finally:
-            self._end_snapshot()
-
-    def _end_snapshot(self) -> None:
-        """End the read transaction, if a failed statement has not already ended it (nothing is written)."""
-        if self.conn.in_transaction:
-            self.conn.execute("COMMIT")
 
     def version(self) -> int:
         """The store's version as this connection sees it: `PRAGMA data_version`, moved by every other commit."""

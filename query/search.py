@@ -149,8 +149,20 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
     """The top k; each tier reads `fanout` (lexical) or max(depth, KNN_K) (vector) candidates.
 
     With an active filter both tiers read only the allowed documents' chunks (query/filters.py), so
-    their candidates are the best allowed ones, never a fixed fan-out cut afterwards.
+    their candidates are the best allowed ones, never a fixed fan-out cut afterwards. Every statement
+    runs in one read snapshot, so a section a tier found is still there when the hits are read,
+    whatever the writer commits meanwhile (a re-index rewrites sections under new ids).
     """
+    generation = Generation(reader.settings.db_path)  # read before the snapshot, confirmed once it has begun
+    with reader.snapshot():
+        generation.confirm()
+        return _ranked(settings, reader, query, k, fanout, depth, ranking, filters, explain, lang, generation)
+
+
+def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fanout: int, depth: int,
+            ranking: str | None, filters: Filter | None, explain: bool, lang: str | None,
+            generation: Generation) -> SearchResponse:
+    """_search inside its snapshot."""
     settings = serving(settings, reader.meta)  # after a model switch, embeddings_next serves
     pinned = pinned_identity(reader.meta)
     tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
@@ -158,7 +170,7 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
         return SearchResponse(tier, Status.INDEX_EMPTY, note=NOTE_EMPTY, query=query)
     active = filters if filters is not None and filters.active else None
     # None also for a filter allowing every document: the unfiltered path, at its cost
-    allowed = (active.allowed(reader.conn, reader.document_count(), Generation(reader.settings.db_path))
+    allowed = (active.allowed(reader.conn, reader.document_count(), generation)
                if active is not None else None)
     excluded = excluded_ids(reader, query)
     language = query_language(settings, reader, query.text, lang)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from pipeline import db
 from pipeline.db import Connection
 from pipeline.impacts import TableStats, table_stats
 from query.frequency import frequencies
@@ -82,22 +83,11 @@ def shaped_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: Seq
     Candidates grow from FIRST_CANDIDATES to at most `most`; when the bound still does not prove the
     answer, it is the best of the rows re-scored (exact False).
     """
-    if conn.in_transaction:
-        return None
-    conn.execute("BEGIN")
-    try:
+    with db.read_snapshot(conn):
         parts = split(conn, query, share)
         if parts is None or sum(parts.held[t] for t in parts.common) < SHAPE_ABOVE:
             return None
         return _shaped(conn, query, parts, limit, weights, most)
-    finally:
-        _end(conn)
-
-
-def _end(conn: Connection) -> None:
-    """End the read transaction if it is still open (an error may have ended it: never mask that error)."""
-    if conn.in_transaction:
-        conn.execute("COMMIT")
 
 
 def _shaped(conn: Connection, query: LexicalQuery, parts: Split, limit: int,

@@ -32,6 +32,7 @@ import math
 from collections.abc import Iterable
 from itertools import combinations
 
+from pipeline import db
 from pipeline.db import Connection
 from query.frequency import frequencies
 from query.terms import LexicalQuery, quote
@@ -62,19 +63,10 @@ def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str)
     The counts and both scoring statements are read in one read transaction (one snapshot), so a
     write landing meanwhile cannot make a bound disagree with the IDFs bm25() uses.
     """
-    if not 2 <= len(query.terms) <= MAX_TERMS or conn.in_transaction:
+    if not 2 <= len(query.terms) <= MAX_TERMS:
         return None
-    conn.execute("BEGIN")
-    try:
+    with db.read_snapshot(conn):
         return pruned_top_k(conn, query, limit, weights)
-    finally:
-        _end(conn)
-
-
-def _end(conn: Connection) -> None:
-    """End the read transaction if it is still open (an error may have ended it: never mask that error)."""
-    if conn.in_transaction:
-        conn.execute("COMMIT")
 
 
 def pruned_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:

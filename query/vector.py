@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from config.errors import VectorIdentityMismatch
 from config.settings import EmbeddingsSettings
-from pipeline import schema, vector_codes
+from pipeline import db, schema, vector_codes
 from pipeline.db import Connection
 from pipeline.embeddings import EmbeddingsClient, RetryPolicy
 from pipeline.vectors import (
@@ -102,16 +102,10 @@ def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
     A query embedded just before a model switch swapped the vector tier (pipeline/shadow.py) is
     never compared with vectors of the other model: the caller re-embeds it with the new identity.
     """
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
+    with db.read_snapshot(conn):
         if pinned_identity(schema.read_meta(conn)) != identity:
             return None
         return knn(conn, vector, k) if allowed is None else knn_within(conn, vector, allowed, k)
-    finally:
-        if own:
-            conn.execute("COMMIT")
 
 
 def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN_K) -> list[tuple[int, float]]:
@@ -174,10 +168,7 @@ def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: 
     """
     from query import list_scan
 
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
+    with db.read_snapshot(conn):
         state, text = vector_codes.state(conn), _state_text(conn)
         if state.clusters:
             size = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
@@ -188,9 +179,6 @@ def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: 
         best = list_scan.best_codes(conn, nearest, vector, int((RESCORE if rescore is None else rescore) * k),
                                     state_text=text)
         return exact_nearest(conn, vector, best, k)
-    finally:
-        if own:
-            conn.execute("COMMIT")
 
 
 def _state_text(conn: Connection) -> str:
