@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import query.search
+from query.rank import pipeline
 from query.reader import Reader
 from query.search import search
 from tests.query.stores import build_store, store_settings
@@ -19,7 +20,7 @@ def test_a_rewrite_committed_between_the_tiers_and_the_hits_loses_no_hit(tmp_pat
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     settings = build_store(store_settings(tmp_path), DOCS)
     assert len(search(settings, "grizirk").hits) == 5
-    real = query.search.ranked_hits
+    real = pipeline.ranked_hits
     rewrites: list[int] = []
 
     def rewritten_meanwhile(*args: Any, **kwargs: Any) -> Any:
