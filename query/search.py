@@ -153,22 +153,25 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
     runs in one read snapshot, so a section a tier found is still there when the hits are read,
     whatever the writer commits meanwhile (a re-index rewrites sections under new ids).
     """
-    generation = Generation(reader.settings.db_path)  # read before the snapshot, confirmed once it has begun
+    active = filters if filters is not None and filters.active else None
+    # a filter's documents are kept per generation, read before the snapshot and confirmed once it has begun
+    # (none is made without one: its sentinel connection would hold the store open in a CLI process)
+    generation = Generation(reader.settings.db_path) if active is not None else None
     with reader.snapshot():
-        generation.confirm()
-        return _ranked(settings, reader, query, k, fanout, depth, ranking, filters, explain, lang, generation)
+        if generation is not None:
+            generation.confirm()
+        return _ranked(settings, reader, query, k, fanout, depth, ranking, active, explain, lang, generation)
 
 
 def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fanout: int, depth: int,
-            ranking: str | None, filters: Filter | None, explain: bool, lang: str | None,
-            generation: Generation) -> SearchResponse:
+            ranking: str | None, active: Filter | None, explain: bool, lang: str | None,
+            generation: Generation | None) -> SearchResponse:
     """_search inside its snapshot."""
     settings = serving(settings, reader.meta)  # after a model switch, embeddings_next serves
     pinned = pinned_identity(reader.meta)
     tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
     if reader.document_count() == 0:
         return SearchResponse(tier, Status.INDEX_EMPTY, note=NOTE_EMPTY, query=query)
-    active = filters if filters is not None and filters.active else None
     # None also for a filter allowing every document: the unfiltered path, at its cost
     allowed = (active.allowed(reader.conn, reader.document_count(), generation)
                if active is not None else None)
