@@ -151,6 +151,14 @@ def _add_languages(conn: Connection, base: PathBase) -> None:
     translations.assign(conn, translations.Unconfigured())
 
 
+def _add_postings(conn: Connection, base: PathBase) -> None:
+    """Format 9 kept no posting columns and could give a deleted chunk's id again; create the columns' tables
+    and trigger (empty: the run's end makes the columns) and record the highest id given, never given again."""
+    schema.ensure(conn)
+    top = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
+    schema.write_meta(conn, {schema.CHUNK_HIGH_KEY: str(top)})
+
+
 STEPS = (
     Step(1, 2, _restate_paths, "stores one spelling per file instead of paths as walked (nothing is read again)"),
     Step(2, 3, _add_fields, "adds front-matter fields (only files that begin with front matter are read again)"),
@@ -166,6 +174,8 @@ STEPS = (
                              " in one read (nothing is embedded again)"),
     Step(8, 9, _add_languages, "records each document's language and translation group (told from its path,"
                                " front matter or stored text; nothing is read again)"),
+    Step(9, 10, _add_postings, "keeps the rows and counts of the words many sections hold as columns a search"
+                               " scores at once (made at the run's end; nothing is read again)"),
 )
 _BY_SOURCE = {step.source: step for step in STEPS}
 

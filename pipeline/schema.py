@@ -18,7 +18,7 @@ from config.errors import IndexNotBuilt, StoreDamaged, StoreFormatError
 from pipeline import identifiers
 from pipeline.db import Connection
 
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10
 # The oldest format the writer of an index run migrates (pipeline/migrations.py holds one step per
 # format from here to FORMAT_VERSION); an older store is refused with `knowledge reset --force`.
 MIGRATES_FROM = 1
@@ -60,6 +60,22 @@ IMPACT_FLOORS = "lexical_impact_terms"
 # The writer's view of the porter vocabulary (every term's document count), read when it makes the lists.
 IMPACT_VOCAB = "temp.impact_vocab"
 IMPACT_VOCAB_DDL = f"CREATE VIRTUAL TABLE IF NOT EXISTS {IMPACT_VOCAB} USING fts5vocab(main, chunks_fts, 'row')"
+
+# The posting columns of the porter terms most queries hold (pipeline/postings.py), derived from
+# chunks_fts; format 10. The gone table lists the rows deleted since the columns were made (its
+# trigger keeps it), the sizes row holds every row's token count then.
+POSTINGS = "lexical_postings"
+POSTINGS_SIZES = "lexical_row_sizes"
+POSTINGS_GONE = "lexical_gone"
+POSTINGS_TOP_KEY = "postings_top"
+POSTINGS_STAMP_KEY = "postings_stamp"  # set while the store has columns: a reader imports numpy only then
+POSTINGS_WEIGHTS_KEY = "postings_weights"
+GONE_TRIGGER = "chunks_gone"
+INSTANCE_VOCAB = "temp.porter_instances"
+INSTANCE_VOCAB_DDL = (f"CREATE VIRTUAL TABLE IF NOT EXISTS {INSTANCE_VOCAB}"
+                      " USING fts5vocab(main, chunks_fts, 'instance')")
+# The highest chunk id ever given (pipeline/store.py): ids are never reused, so rows above a stamp are new.
+CHUNK_HIGH_KEY = "chunk_id_high"
 
 TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")  # keep every FTS table in step with chunks
 
@@ -216,6 +232,25 @@ CREATE TABLE IF NOT EXISTS {IMPACT_FLOORS} (
     held  INTEGER NOT NULL,
     floor REAL NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {POSTINGS} (
+    term  TEXT PRIMARY KEY,
+    held  INTEGER NOT NULL,
+    wide  INTEGER NOT NULL,
+    gaps  BLOB NOT NULL,
+    freqs BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {POSTINGS_SIZES} (
+    id     INTEGER PRIMARY KEY CHECK (id = 1),
+    top    INTEGER NOT NULL,
+    tokens BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {POSTINGS_GONE} (
+    id INTEGER PRIMARY KEY
+);
+CREATE TRIGGER IF NOT EXISTS {GONE_TRIGGER} AFTER DELETE ON chunks
+WHEN old.id <= coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = '{POSTINGS_TOP_KEY}'), -1) BEGIN
+    INSERT OR IGNORE INTO {POSTINGS_GONE}(id) VALUES (old.id);
+END;
 """
 
 
@@ -302,7 +337,7 @@ def ensure_vector_triggers(conn: Connection) -> list[str]:
 def expected_triggers(conn: Connection) -> list[str]:
     """Every trigger the store should have: the FTS ones, and each vector table's delete trigger."""
     names = table_names(conn)
-    wanted = list(TRIGGERS)
+    wanted = [*TRIGGERS, GONE_TRIGGER]
     if VECTORS in names:
         wanted.append(VECTORS_TRIGGER)
     if {CODES, CENTROIDS} & names:

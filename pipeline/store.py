@@ -131,15 +131,19 @@ class Store:
 
     def _insert_chunks(self, conn: db.Connection, waiting: list[tuple[int, Document, dict[str, bytes]]]) -> None:
         """Insert the chunks of the waiting documents, in order, CHUNK_ROWS a statement; then their vectors."""
-        rows = [(doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk, identifiers(c.body),
-                 identifiers(c.heading_path)) for doc_id, doc, _ in waiting for c in doc.chunks]
+        first = next_chunk_id(conn)
+        rows = [(first + n, *row) for n, row in enumerate(
+            (doc_id, c.ordinal, c.heading_path, c.body, c.text_hash, c.cjk, identifiers(c.body),
+             identifiers(c.heading_path)) for doc_id, doc, _ in waiting for c in doc.chunks)]
         for start in range(0, len(rows), CHUNK_ROWS):
             part = rows[start : start + CHUNK_ROWS]
             conn.execute(
-                "INSERT INTO chunks(document_id, ordinal, heading_path, body, text_hash, cjk, body_identifiers,"
-                " heading_identifiers) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(part)),
+                "INSERT INTO chunks(id, document_id, ordinal, heading_path, body, text_hash, cjk, body_identifiers,"
+                " heading_identifiers) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part)),
                 [value for row in part for value in row],
             )
+        if rows:
+            schema.write_meta(conn, {schema.CHUNK_HIGH_KEY: str(first + len(rows) - 1)})
         if self.vector_hook is not None:
             for doc_id, doc, kept in waiting:
                 self.vector_hook.write(conn, doc_id, doc, kept)
@@ -207,9 +211,14 @@ class Store:
         return True
 
     def refresh_impacts(self) -> bool:
-        """Make the common terms' impact lists again when the run changed enough rows (pipeline/impacts.py)."""
+        """Make the common terms' impact lists and the posting columns again when the run changed enough rows
+        (pipeline/impacts.py, pipeline/postings.py), each in one transaction; whether either was made."""
         with self.transaction() as conn:
-            return impacts.refresh(conn)
+            lists = impacts.refresh(conn)
+        from pipeline import postings  # numpy: loaded by the writer, never by a read command
+
+        with self.transaction() as conn:
+            return postings.refresh(conn) or lists
 
     def document_count(self) -> int:
         """Number of documents stored."""
@@ -219,6 +228,14 @@ class Store:
         """The documents stored and their chunks, as a finished run reports them."""
         files, chunks = self.conn.execute("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents").fetchone()
         return int(files), int(chunks)
+
+
+def next_chunk_id(conn: db.Connection) -> int:
+    """The id the next chunk gets: above every id ever given (schema.CHUNK_HIGH_KEY), so no id is reused and the
+    rows above a stamp (pipeline/impacts.py, pipeline/postings.py) are exactly those written since."""
+    high = schema.meta_value(conn, schema.CHUNK_HIGH_KEY)
+    top = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
+    return max(top, int(high) if high and high.isdigit() else 0) + 1
 
 
 @dataclass(frozen=True)

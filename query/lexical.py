@@ -11,6 +11,7 @@ query without CJK characters takes exactly the porter path.
 
 from __future__ import annotations
 
+from pipeline import schema
 from pipeline.db import Connection
 from query.common_top import common_top_k
 from query.filters import Allowed
@@ -55,6 +56,12 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
             if shaped is not None and (shaped.exact or UNPROVEN_SHAPED):
                 return shaped.rows
         query = without_common(conn, query, limit)
+        if schema.meta_value(conn, schema.POSTINGS_STAMP_KEY):  # the store keeps posting columns
+            from query.postings_scan import postings_top_k  # numpy: only for a store that has them
+
+            scanned = postings_top_k(conn, query, limit)
+            if scanned is not None:
+                return scanned.rows
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:
             return pruned

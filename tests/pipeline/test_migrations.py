@@ -59,6 +59,15 @@ def as_code_rows(conn: db.Connection) -> None:
     schema.write_meta(conn, {schema.VECTOR_CODES_KEY: vector_codes.ROW_SCHEME})
 
 
+def _as_format_9(conn: db.Connection, workdir: Path) -> None:
+    """Undo 9 -> 10: no posting columns, their trigger or the record of the highest chunk id given."""
+    conn.execute(f"DROP TRIGGER {schema.GONE_TRIGGER}")
+    for table in (schema.POSTINGS, schema.POSTINGS_SIZES, schema.POSTINGS_GONE):
+        conn.execute(f"DROP TABLE {table}")
+    for key in (schema.CHUNK_HIGH_KEY, schema.POSTINGS_TOP_KEY, schema.POSTINGS_STAMP_KEY, schema.POSTINGS_WEIGHTS_KEY):
+        schema.delete_meta(conn, key)
+
+
 def _as_format_8(conn: db.Connection, workdir: Path) -> None:
     """Undo 8 -> 9: no language or translation group per document."""
     conn.execute("DROP INDEX documents_translation_group")
@@ -118,8 +127,8 @@ def _as_format_1(conn: db.Connection, workdir: Path) -> None:
 # The inverse of each step, by its source format: a store of format N is the current one taken back
 # through every step from the current format down to N.
 UNDO: dict[int, Callable[[db.Connection, Path], None]] = {
-    8: _as_format_8, 7: _as_format_7, 6: _as_format_6, 5: _as_format_5, 4: _as_format_4, 3: _as_format_3,
-    2: _as_format_2, 1: _as_format_1,
+    9: _as_format_9, 8: _as_format_8, 7: _as_format_7, 6: _as_format_6, 5: _as_format_5, 4: _as_format_4,
+    3: _as_format_3, 2: _as_format_2, 1: _as_format_1,
 }
 OLDER = list(range(schema.MIGRATES_FROM, schema.FORMAT_VERSION))
 
