@@ -89,6 +89,7 @@ DOCUMENT_PREFIX_KEY = "document_prefix"
 DOCUMENT_RECIPE_KEY = "document_recipe"  # how a section's text was embedded (pipeline/embedding_input.py)
 VECTOR_CODES_KEY = "vector_codes"
 COMMON_LANGUAGE_KEY = "common_language"  # the tree's most common document language (pipeline/translations.py)
+DOCUMENT_LANGUAGES_KEY = "document_languages"  # the languages the last pass gave documents (a JSON list)
 LANGUAGES_KEY = "languages_assigned"  # the conventions the languages were last assigned by; unset: a write since
 VECTOR_CODES_STATE_KEY = "vector_codes_state"  # JSON: the vectors the centroids were trained on, their count, scale
 # The identity of a shadow vector build under way (pipeline/shadow.py): the same fields, prefixed.

@@ -252,13 +252,16 @@ def assign(conn: Connection, conventions: Conventions) -> int:
     current = {int(i): (str(lang), str(src), str(g)) for i, lang, src, g in conn.execute(
         "SELECT id, lang, lang_source, translation_group FROM documents")}
     changes = []
+    present: set[str] = set()
     for row in rows:
         lang, source = told.get(row.id, (default, DEFAULT if default else ""))
+        present.add(lang)
         wanted = (lang, source, groups.get(row.id, ""))
         if current.get(row.id) != wanted:
             changes.append((*wanted, row.id))
     conn.executemany("UPDATE documents SET lang = ?, lang_source = ?, translation_group = ? WHERE id = ?", changes)
-    schema.write_meta(conn, {schema.COMMON_LANGUAGE_KEY: common, schema.LANGUAGES_KEY: fingerprint(conventions)})
+    schema.write_meta(conn, {schema.COMMON_LANGUAGE_KEY: common, schema.DOCUMENT_LANGUAGES_KEY: json.dumps(
+        sorted(present)), schema.LANGUAGES_KEY: fingerprint(conventions)})
     return len(changes)
 
 
@@ -271,12 +274,22 @@ def fingerprint(conventions: Conventions) -> str:
 def current(conn: Connection, conventions: Conventions) -> bool:
     """Whether every document's language and group are those a pass would assign now: nothing was written
     since the last pass (a write unsets the mark: mark_stale) and it ran under the same conventions."""
-    return schema.meta_value(conn, schema.LANGUAGES_KEY) == fingerprint(conventions)
+    return (schema.meta_value(conn, schema.LANGUAGES_KEY) == fingerprint(conventions)
+            and schema.meta_value(conn, schema.DOCUMENT_LANGUAGES_KEY) is not None)  # a store of before the list
 
 
 def mark_stale(conn: Connection) -> None:
     """Record that documents changed since the last pass (in the writer's transaction)."""
     schema.delete_meta(conn, schema.LANGUAGES_KEY)
+    schema.delete_meta(conn, schema.DOCUMENT_LANGUAGES_KEY)
+
+
+def languages_present(conn: Connection) -> list[str] | None:
+    """The languages of the documents as the last pass left them; None when a document was written since."""
+    if schema.meta_value(conn, schema.LANGUAGES_KEY) is None:
+        return None
+    found = schema.meta_value(conn, schema.DOCUMENT_LANGUAGES_KEY)
+    return None if found is None else [str(lang) for lang in json.loads(found)]
 
 
 def _most_common(langs: Iterable[str]) -> str:

@@ -51,17 +51,15 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
     if not query.expression:
         return []
     if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
+        pruned_query = without_common(conn, query, limit)
+        scanned = _scanned(conn, pruned_query, limit)
+        if scanned is not None:
+            return scanned
         for plan in (common_top_k, shaped_top_k):
             shaped = plan(conn, query, limit, COLUMN_WEIGHTS)
             if shaped is not None and (shaped.exact or UNPROVEN_SHAPED):
                 return shaped.rows
-        query = without_common(conn, query, limit)
-        if schema.meta_value(conn, schema.POSTINGS_STAMP_KEY):  # the store keeps posting columns
-            from query.postings_scan import postings_top_k  # numpy: only for a store that has them
-
-            scanned = postings_top_k(conn, query, limit)
-            if scanned is not None:
-                return scanned.rows
+        query = pruned_query
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:
             return pruned
@@ -72,6 +70,17 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
         (query.expression, *args, limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _scanned(conn: Connection, query: LexicalQuery, limit: int) -> list[tuple[int, float]] | None:
+    """The top limit from the posting columns (query/postings_scan.py), when the store keeps them and they serve
+    the query; None otherwise."""
+    if not schema.meta_value(conn, schema.POSTINGS_STAMP_KEY):
+        return None
+    from query.postings_scan import postings_top_k  # numpy: only for a store that keeps columns
+
+    scanned = postings_top_k(conn, query, limit)
+    return None if scanned is None else scanned.rows
 
 
 def _only(allowed: Allowed | None, column: str = "rowid") -> tuple[str, tuple[object, ...]]:

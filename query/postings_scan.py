@@ -68,14 +68,44 @@ def _top(conn: Connection, query: LexicalQuery, limit: int) -> Shaped | None:
     plan = _plan(conn, query) if stats is not None else None
     if plan is None or stats is None:
         return None
+    only = plan.columns[query.terms[0]] if len(query.terms) == 1 else None
+    if only is not None:  # one term: its parts are the scores, no accumulator to gather them in
+        found = _single(only, idf(stats.rows, plan.held[query.terms[0]]), plan, stats.avgdl,
+                        query.repeat(query.terms[0]), limit)
+    else:
+        found = _accumulated(conn, query, plan, stats.rows, stats.avgdl, limit)
+    if not plan.unchanged:
+        found += [(int(r[0]), float(r[1])) for r in conn.execute(
+            f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS s FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid > ?"
+            " ORDER BY s, rowid LIMIT ?", (query.expression, plan.top, limit))]
+    found.sort(key=lambda item: (item[1], item[0]))
+    return Shaped(found[:limit], True)
+
+
+def _single(column: postings.Column, weight: float, plan: _Plan, avgdl: float, repeat: int,
+            limit: int) -> list[tuple[int, float]]:
+    """The best limit rows of a one-term query: its phrase's parts (added up `repeat` times, as FTS5 adds them)."""
+    part = _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
+    scores = np.zeros(len(part), dtype=np.float64)
+    for _ in range(repeat):
+        scores += part
+    ids = column.ids
+    if len(plan.gone):
+        scores[np.isin(ids, plan.gone, assume_unique=True)] = 0.0
+    return _best(ids, scores, limit)
+
+
+def _accumulated(conn: Connection, query: LexicalQuery, plan: _Plan, rows: int, avgdl: float,
+                 limit: int) -> list[tuple[int, float]]:
+    """The best limit rows of the columns' and FTS5's parts, added up per row in the expression's order."""
     acc = _accumulator(plan.top)
     touched: list[npt.NDArray[np.int64]] = []
     try:
         for term in query.terms:
-            weight = idf(stats.rows, plan.held[term])
+            weight = idf(rows, plan.held[term])
             column = plan.columns[term]
             if column is not None:
-                ids, part = column.ids, _parts(weight, column.counts, plan.tokens[column.ids], stats.avgdl)
+                ids, part = column.ids, _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
             else:
                 ids, part = _fts5_part(conn, term, plan.top)
             for _ in range(query.repeat(term)):
@@ -83,16 +113,11 @@ def _top(conn: Connection, query: LexicalQuery, limit: int) -> Shaped | None:
             touched.append(ids)
         if len(plan.gone):
             acc[plan.gone[plan.gone <= plan.top]] = 0.0
-        found = _best(acc, np.concatenate(touched), limit, len(touched))
+        every = np.concatenate(touched)
+        return _best(every, acc[every], limit, len(touched))
     finally:
         for ids in touched:
             acc[ids] = 0.0
-    if not plan.unchanged:
-        found += [(int(r[0]), float(r[1])) for r in conn.execute(
-            f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS s FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid > ?"
-            " ORDER BY s, rowid LIMIT ?", (query.expression, plan.top, limit))]
-    found.sort(key=lambda item: (item[1], item[0]))
-    return Shaped(found[:limit], True)
 
 
 def _plan(conn: Connection, query: LexicalQuery) -> _Plan | None:
@@ -144,10 +169,10 @@ def _held_now(conn: Connection, term: str, column: postings.Column, gone: npt.ND
     return column.held - lost + added
 
 
-def _best(acc: npt.NDArray[np.float64], touched: npt.NDArray[np.int64], limit: int,
-          sources: int) -> list[tuple[int, float]]:
-    """The best limit (rowid, bm25) of the touched rows, ordered by (bm25, rowid); every row tied with the last kept."""
-    scores = acc[touched]
+def _best(touched: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], limit: int,
+          sources: int = 1) -> list[tuple[int, float]]:
+    """The best limit (rowid, bm25) of the touched rows (each listed at most `sources` times, with its score),
+    ordered by (bm25, rowid); every row tied with the last one kept is weighed."""
     wanted = limit * sources  # a row is touched at most once a source: so many entries hold limit rows
     if len(scores) > wanted:
         line = np.partition(scores, len(scores) - wanted)[len(scores) - wanted]

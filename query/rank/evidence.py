@@ -27,10 +27,11 @@ lexical score (`names +2.1`, `documents +4.3`); the hit's bm25 stays FTS5's own.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 
 from query.frequency import frequencies
@@ -55,7 +56,8 @@ _PLACEHOLDERS = frozenset({"index", "readme", "_index", "default", "main"})
 _WORD = re.compile(r"[^\W_]+")
 
 
-def name_words(path: str, title: str | None) -> list[str]:
+@functools.lru_cache(maxsize=65536)
+def name_words(path: str, title: str | None) -> tuple[str, ...]:
     """The words a document's name and title give: its file name's (or its folder's, for an index page) and
     its title's, camelCase split, lower-cased, each once."""
     pure = PurePosixPath(path.split("://", 1)[-1])
@@ -68,7 +70,7 @@ def name_words(path: str, title: str | None) -> list[str]:
             for part in CAMEL.split(run):
                 if part:
                     words[part.lower()] = None
-    return list(words)
+    return tuple(words)
 
 
 def _documents(ranked: Ranked, ids: list[int]) -> dict[int, tuple[int, str, str | None]]:
@@ -87,7 +89,7 @@ def _idf(rows: int, held: int | None) -> float:
     return value if value > 0 else 1e-6
 
 
-def names_bonus(terms: Mapping[str, float], names: Mapping[int, list[str]]) -> dict[int, float]:
+def names_bonus(terms: Mapping[str, float], names: Mapping[int, Sequence[str]]) -> dict[int, float]:
     """{document id: what its name field adds} for query terms {stem: idf} and documents' name words."""
     stems = STEMMER.stems({w for words in names.values() for w in words})
     fields = {doc: {stems.get(w, w) for w in words} for doc, words in names.items()}

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from pipeline import schema
+from pipeline.db import Connection
 from pipeline.languages import detect_query, primary, same_language
+from pipeline.translations import languages_present
 from query.filters import Allowed, allowed_documents
 from query.frequency import without_common
 from query.rank.parsed import ParsedQuery, QueryLanguage
@@ -68,7 +70,8 @@ def widened(reader: Reader, query: ParsedQuery, lexical: tuple[Scored, ...], fan
     within = " AND id IN (SELECT value FROM json_each(?))" if allowed is not None else ""
     args = (primary(wanted.lang), primary(wanted.lang), *(() if allowed is None else (allowed.documents,)))
     conn = reader.conn
-    if conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM documents WHERE NOT {_OWN}{within})", args).fetchone()[0]:
+    if _all_own(conn, primary(wanted.lang)) or conn.execute(
+            f"SELECT NOT EXISTS (SELECT 1 FROM documents WHERE NOT {_OWN}{within})", args).fetchone()[0]:
         return lexical  # every document is in the query's language: the candidates are its already
     own, count = conn.execute(f"SELECT json_group_array(id), count(*) FROM documents WHERE {_OWN}{within}",
                               args).fetchone()
@@ -76,6 +79,13 @@ def widened(reader: Reader, query: ParsedQuery, lexical: tuple[Scored, ...], fan
     seen = {cid for cid, _ in lexical}
     more = lexical_tier(reader, pruned, fanout, allowed_documents(conn, str(own), int(count)), excluded)
     return (*lexical, *(e for e in more if e[0] not in seen))
+
+
+def _all_own(conn: Connection, lang: str) -> bool:
+    """Whether the last language pass left every document in lang (or in none), as the writer recorded it;
+    False when it cannot tell (a document written since): the caller asks the documents."""
+    present = languages_present(conn)
+    return present is not None and all(not tag or tag == lang or tag.startswith(f"{lang}-") for tag in present)
 
 
 @dataclass(frozen=True)

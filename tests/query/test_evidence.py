@@ -39,10 +39,10 @@ def store(tmp_path: Path) -> Settings:
 
 
 def test_a_file_name_gives_its_words_an_index_page_its_folder_and_a_title_its_own() -> None:
-    assert name_words("docs/tutorial/request-files.md", None) == ["request", "files"]
-    assert name_words("docs/tutorial/dependencies/index.md", "Dependencies") == ["dependencies"]
-    assert name_words("docs/api/CORSMiddleware.md", "Add CORS") == ["cors", "middleware", "add"]
-    assert name_words("https://example.com/docs/static_files.html", "Static Files") == ["static", "files"]
+    assert name_words("docs/tutorial/request-files.md", None) == ("request", "files")
+    assert name_words("docs/tutorial/dependencies/index.md", "Dependencies") == ("dependencies",)
+    assert name_words("docs/api/CORSMiddleware.md", "Add CORS") == ("cors", "middleware", "add")
+    assert name_words("https://example.com/docs/static_files.html", "Static Files") == ("static", "files")
 
 
 def test_the_page_named_for_the_query_ranks_first_and_explain_says_why(store: Settings) -> None:
