@@ -63,6 +63,10 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:
             return pruned
+    elif allowed.dense:  # the filter's chunks are one span of ids: the columns keep that span
+        scanned = _scanned(conn, query, limit, (allowed.low, allowed.high))
+        if scanned is not None:
+            return scanned
     only, args = _only(allowed)
     rows = conn.execute(
         f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS score FROM chunks_fts"
@@ -72,14 +76,15 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def _scanned(conn: Connection, query: LexicalQuery, limit: int) -> list[tuple[int, float]] | None:
+def _scanned(conn: Connection, query: LexicalQuery, limit: int,
+             span: tuple[int, int] | None = None) -> list[tuple[int, float]] | None:
     """The top limit from the posting columns (query/postings_scan.py), when the store keeps them and they serve
     the query; None otherwise."""
     if not schema.meta_value(conn, schema.POSTINGS_STAMP_KEY):
         return None
     from query.postings_scan import postings_top_k  # numpy: only for a store that keeps columns
 
-    scanned = postings_top_k(conn, query, limit)
+    scanned = postings_top_k(conn, query, limit) if span is None else postings_top_k(conn, query, limit, span)
     return None if scanned is None else scanned.rows
 
 

@@ -36,6 +36,7 @@ from query.terms import LexicalQuery, quote
 from query.words import STEMMER
 
 WEIGHTS = "1.0, 2.0"  # bm25()'s column weights: query/lexical.py's, as postings.WEIGHTS records them
+EVERY_ROW = (0, 2**62)
 FTS5_MOST = 4 * postings.POSTINGS_FROM  # a term without a column held by more rows: FTS5's plans are as cheap
 
 _lock = threading.Lock()
@@ -43,12 +44,16 @@ _sizes: dict[tuple[str, int, int, str], npt.NDArray[np.float64]] = {}
 _scratch = threading.local()
 
 
-def postings_top_k(conn: Connection, query: LexicalQuery, limit: int) -> Shaped | None:
-    """query's exact top limit (rowid, bm25) from the posting columns, or None when they cannot serve it."""
+def postings_top_k(conn: Connection, query: LexicalQuery, limit: int,
+                   span: tuple[int, int] = EVERY_ROW) -> Shaped | None:
+    """query's exact top limit (rowid, bm25) from the posting columns, or None when they cannot serve it.
+
+    span (low, high) keeps the rows of those chunk ids only (a filter's dense span, query/filters.py); the
+    IDFs stay the whole table's, as FTS5's bm25() with a rowid range keeps them."""
     if query.excluded or not query.terms or limit < 1:
         return None
     with db.read_snapshot(conn):
-        return _top(conn, query, limit)
+        return _top(conn, query, limit, span)
 
 
 @dataclass(frozen=True)
@@ -61,11 +66,12 @@ class _Plan:
     tokens: npt.NDArray[np.float64]
     gone: npt.NDArray[np.int64]
     unchanged: bool
+    span: tuple[int, int]
 
 
-def _top(conn: Connection, query: LexicalQuery, limit: int) -> Shaped | None:
+def _top(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int]) -> Shaped | None:
     stats = table_stats(conn)
-    plan = _plan(conn, query) if stats is not None else None
+    plan = _plan(conn, query, span) if stats is not None else None
     if plan is None or stats is None:
         return None
     only = plan.columns[query.terms[0]] if len(query.terms) == 1 else None
@@ -76,8 +82,9 @@ def _top(conn: Connection, query: LexicalQuery, limit: int) -> Shaped | None:
         found = _accumulated(conn, query, plan, stats.rows, stats.avgdl, limit)
     if not plan.unchanged:
         found += [(int(r[0]), float(r[1])) for r in conn.execute(
-            f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS s FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid > ?"
-            " ORDER BY s, rowid LIMIT ?", (query.expression, plan.top, limit))]
+            f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+            " AND rowid BETWEEN ? AND ? ORDER BY s, rowid LIMIT ?",
+            (query.expression, max(plan.top + 1, span[0]), span[1], limit))]
     found.sort(key=lambda item: (item[1], item[0]))
     return Shaped(found[:limit], True)
 
@@ -107,7 +114,7 @@ def _accumulated(conn: Connection, query: LexicalQuery, plan: _Plan, rows: int, 
             if column is not None:
                 ids, part = column.ids, _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
             else:
-                ids, part = _fts5_part(conn, term, plan.top)
+                ids, part = _fts5_part(conn, term, plan.span[0], min(plan.top, plan.span[1]))
             for _ in range(query.repeat(term)):
                 acc[ids] += part
             touched.append(ids)
@@ -120,7 +127,7 @@ def _accumulated(conn: Connection, query: LexicalQuery, plan: _Plan, rows: int, 
             acc[ids] = 0.0
 
 
-def _plan(conn: Connection, query: LexicalQuery) -> _Plan | None:
+def _plan(conn: Connection, query: LexicalQuery, span: tuple[int, int]) -> _Plan | None:
     """The query's plan over the columns, or None when they cannot serve it."""
     made = postings.stamp_of(conn)
     stems = STEMMER.stems(query.terms)
@@ -144,7 +151,15 @@ def _plan(conn: Connection, query: LexicalQuery) -> _Plan | None:
     for term, column in columns.items():
         if column is not None:
             held[term] = column.held if unchanged else _held_now(conn, term, column, gone, top)
-    return _Plan(columns, held, top, tokens, gone, unchanged)
+    if span != EVERY_ROW:
+        columns = {t: None if c is None else _within(c, span) for t, c in columns.items()}
+    return _Plan(columns, held, top, tokens, gone, unchanged, span)
+
+
+def _within(column: postings.Column, span: tuple[int, int]) -> postings.Column:
+    """The column's rows with ids in span (views: the ids are sorted)."""
+    low, high = np.searchsorted(column.ids, span[0]), np.searchsorted(column.ids, span[1], side="right")
+    return postings.Column(column.held, column.ids[low:high], column.counts[low:high])
 
 
 def _parts(weight: float, counts: npt.NDArray[np.float64], tokens: npt.NDArray[np.float64],
@@ -153,10 +168,11 @@ def _parts(weight: float, counts: npt.NDArray[np.float64], tokens: npt.NDArray[n
     return weight * ((counts * (K1 + 1.0)) / (counts + K1 * (1 - B + B * tokens / avgdl)))
 
 
-def _fts5_part(conn: Connection, term: str, top: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """A term without a column: its rows up to top and the phrase's part of their scores, by FTS5 itself."""
+def _fts5_part(conn: Connection, term: str, low: int,
+               high: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """A term without a column: its rows low..high and the phrase's part of their scores, by FTS5 itself."""
     rows = conn.execute(f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) FROM chunks_fts WHERE chunks_fts MATCH ?"
-                        " AND rowid <= ?", (quote(term), top)).fetchall()
+                        " AND rowid BETWEEN ? AND ?", (quote(term), low, high)).fetchall()
     ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
     return ids, -np.fromiter((float(r[1]) for r in rows), dtype=np.float64, count=len(rows))
 

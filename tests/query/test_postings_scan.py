@@ -107,3 +107,22 @@ def test_the_lexical_tier_ranks_through_the_columns_as_through_fts5(columns_stor
             query = build_query(text)
             expected = [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (query.expression, 50))]
             assert search_ids(reader.conn, query, 50) == expected, text
+
+
+def test_a_span_of_chunk_ids_keeps_its_rows_with_the_whole_tables_idfs_as_fts5_keeps_them(
+        columns_store: Settings) -> None:
+    with Reader(columns_store) as reader:
+        top = int(reader.conn.execute("SELECT max(id) FROM chunks").fetchone()[0])
+        served = 0
+        for n, text in enumerate(_queries(4, 40)):
+            low, high = (n * 37) % (top // 2), (n * 37) % (top // 2) + top // 3
+            query = build_query(text)
+            found = postings_top_k(reader.conn, query, 10, (low, high))
+            if found is None:
+                continue
+            served += 1
+            expected = [(int(r[0]), float(r[1])) for r in reader.conn.execute(
+                "SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+                " AND rowid BETWEEN ? AND ? ORDER BY score, rowid LIMIT 10", (query.expression, low, high))]
+            assert found.rows == expected, (text, low, high)
+        assert served >= 30
