@@ -3,11 +3,13 @@
 FTS5 finds a term's rows fast (a count of 20,000 rows takes ~1 ms at a million chunks) but its bm25()
 costs about a microsecond a row, so a keyword query over terms each held by a few percent of the
 chunks spends tens of milliseconds scoring. So the writer keeps, for every term held by at least
-POSTINGS_FROM rows and by fewer than MOST_SHARE of them (a term held by half the rows has FTS5's floor
-IDF; the impact lists of pipeline/impacts.py serve those), its rows as sorted ids (gaps, 16 bits where
+POSTINGS_FROM rows, its rows as sorted ids (gaps, 16 bits where
 every gap fits) and each row's column-weighted count of the term (body 1, heading 2, as query/lexical.py
 weighs them), plus every row's token count. query/postings_scan.py scores them with numpy, to the bit
 of what bm25() gives.
+
+The words most rows hold have columns too: a query that leaves them out to find its rows
+(query/frequency.py) still scores the rows it keeps with them, so its answer is the full query's.
 
 The columns are stamped like the impact lists (rows, tokens, highest chunk id) and made again at the
 end of a run that changed REFRESH_SHARE of the rows (workers/write.py). Between two makings a reader
@@ -28,7 +30,6 @@ from pipeline.db import Connection
 from pipeline.impacts import REFRESH_SHARE, Stamp, current_stamp, varints
 
 POSTINGS_FROM = 1024
-MOST_SHARE = 0.5
 MIN_ROWS = 20_000
 WEIGHTS = (1, 2)  # the body's and the heading's weight (query/lexical.py's COLUMN_WEIGHTS, as integers)
 STAMP_KEY = schema.POSTINGS_STAMP_KEY
@@ -85,8 +86,7 @@ def refresh(conn: Connection, force: bool = False, least: int = POSTINGS_FROM, m
     conn.execute(schema.IMPACT_VOCAB_DDL)
     conn.execute(schema.INSTANCE_VOCAB_DDL)
     terms = [(str(t), int(n)) for t, n in conn.execute(
-        f"SELECT term, doc FROM {schema.IMPACT_VOCAB} WHERE doc >= ? AND doc < ?",
-        (least, stamp.rows * MOST_SHARE))]
+        f"SELECT term, doc FROM {schema.IMPACT_VOCAB} WHERE doc >= ?", (least,))]
     for term, _ in terms:
         _column(conn, term)
     conn.execute(f"INSERT INTO {schema.POSTINGS_SIZES}(id, top, tokens) VALUES (1, ?, ?)",

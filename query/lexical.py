@@ -52,7 +52,7 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
         return []
     if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
         pruned_query = without_common(conn, query, limit)
-        scanned = _scanned(conn, pruned_query, limit)
+        scanned = _scanned(conn, pruned_query, limit, full=query)
         if scanned is not None:
             return scanned
         for plan in (common_top_k, shaped_top_k):
@@ -76,15 +76,16 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def _scanned(conn: Connection, query: LexicalQuery, limit: int,
-             span: tuple[int, int] | None = None) -> list[tuple[int, float]] | None:
+def _scanned(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int] | None = None,
+             full: LexicalQuery | None = None) -> list[tuple[int, float]] | None:
     """The top limit from the posting columns (query/postings_scan.py), when the store keeps them and they serve
-    the query; None otherwise."""
+    the query (full: the query before its commonest words were left out, whose scores the answer has); None
+    otherwise."""
     if not schema.meta_value(conn, schema.POSTINGS_STAMP_KEY):
         return None
-    from query.postings_scan import postings_top_k  # numpy: only for a store that keeps columns
+    from query.postings_scan import EVERY_ROW, postings_top_k  # numpy: only for a store that keeps columns
 
-    scanned = postings_top_k(conn, query, limit) if span is None else postings_top_k(conn, query, limit, span)
+    scanned = postings_top_k(conn, query, limit, span or EVERY_ROW, full)
     return None if scanned is None else scanned.rows
 
 

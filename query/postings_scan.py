@@ -37,6 +37,7 @@ from query.words import STEMMER
 
 WEIGHTS = "1.0, 2.0"  # bm25()'s column weights: query/lexical.py's, as postings.WEIGHTS records them
 EVERY_ROW = (0, 2**62)
+MAX_SCANNED = 1_000_000  # the column rows a query may score; past it FTS5's and the impact lists' plans serve
 FTS5_MOST = 4 * postings.POSTINGS_FROM  # a term without a column held by more rows: FTS5's plans are as cheap
 
 _lock = threading.Lock()
@@ -44,16 +45,18 @@ _sizes: dict[tuple[str, int, int, str], npt.NDArray[np.float64]] = {}
 _scratch = threading.local()
 
 
-def postings_top_k(conn: Connection, query: LexicalQuery, limit: int,
-                   span: tuple[int, int] = EVERY_ROW) -> Shaped | None:
+def postings_top_k(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int] = EVERY_ROW,
+                   full: LexicalQuery | None = None) -> Shaped | None:
     """query's exact top limit (rowid, bm25) from the posting columns, or None when they cannot serve it.
 
     span (low, high) keeps the rows of those chunk ids only (a filter's dense span, query/filters.py); the
-    IDFs stay the whole table's, as FTS5's bm25() with a rowid range keeps them."""
-    if query.excluded or not query.terms or limit < 1:
+    IDFs stay the whole table's, as FTS5's bm25() with a rowid range keeps them. With full (the query
+    before query/frequency.py left out the words most rows hold), query finds the rows and full scores
+    those that can be in its top limit: the answer is full's, each score its bm25()."""
+    if query.excluded or not query.terms or limit < 1 or (full is not None and full.excluded):
         return None
     with db.read_snapshot(conn):
-        return _top(conn, query, limit, span)
+        return _top(conn, query, limit, span, full)
 
 
 @dataclass(frozen=True)
@@ -69,62 +72,109 @@ class _Plan:
     span: tuple[int, int]
 
 
-def _top(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int]) -> Shaped | None:
+def _top(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int],
+         full: LexicalQuery | None) -> Shaped | None:
     stats = table_stats(conn)
-    plan = _plan(conn, query, span) if stats is not None else None
+    dropped = tuple(t for t in full.terms if t not in query.terms) if full is not None else ()
+    scorer = full if full is not None and dropped else query
+    plan = _plan(conn, scorer, span) if stats is not None else None
     if plan is None or stats is None:
         return None
-    only = plan.columns[query.terms[0]] if len(query.terms) == 1 else None
-    if only is not None:  # one term: its parts are the scores, no accumulator to gather them in
-        found = _single(only, idf(stats.rows, plan.held[query.terms[0]]), plan, stats.avgdl,
-                        query.repeat(query.terms[0]), limit)
+    if sum(len(c.ids) for t in query.terms if (c := plan.columns[t]) is not None) > MAX_SCANNED:
+        return None  # words most rows hold and nothing rarer: the impact lists answer them (query/common_top.py)
+    weights = {t: idf(stats.rows, plan.held[t]) for t in scorer.terms}
+    parts = {t: _term_parts(conn, t, plan, weights[t], stats.avgdl) for t in query.terms}
+    # a dropped word adds less than idf * (k1 + 1) to any row: the rows so close to the last one kept are weighed
+    slack = sum(weights[t] * (K1 + 1.0) * scorer.repeat(t) for t in dropped) * (1.0 + 1e-9)
+    if len(query.terms) == 1:  # one term: its parts are the scores, no accumulator to gather them in
+        ids, part = parts[query.terms[0]]
+        scores = np.zeros(len(part), dtype=np.float64)
+        for _ in range(query.repeat(query.terms[0])):
+            scores += part
+        if len(plan.gone):
+            scores[np.isin(ids, plan.gone, assume_unique=True)] = 0.0
+        found = _best(ids, scores, limit, 1, slack)
     else:
-        found = _accumulated(conn, query, plan, stats.rows, stats.avgdl, limit)
+        found = _accumulated(query, plan, parts, limit, slack)
+    if dropped:
+        found = _rescored(np.array([cid for cid, _ in found], dtype=np.int64), scorer, plan, parts, weights,
+                          stats.avgdl)
     if not plan.unchanged:
         found += [(int(r[0]), float(r[1])) for r in conn.execute(
             f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
             " AND rowid BETWEEN ? AND ? ORDER BY s, rowid LIMIT ?",
-            (query.expression, max(plan.top + 1, span[0]), span[1], limit))]
+            (scorer.expression, max(plan.top + 1, span[0]), span[1], limit))]
     found.sort(key=lambda item: (item[1], item[0]))
     return Shaped(found[:limit], True)
 
 
-def _single(column: postings.Column, weight: float, plan: _Plan, avgdl: float, repeat: int,
-            limit: int) -> list[tuple[int, float]]:
-    """The best limit rows of a one-term query: its phrase's parts (added up `repeat` times, as FTS5 adds them)."""
-    part = _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
-    scores = np.zeros(len(part), dtype=np.float64)
-    for _ in range(repeat):
-        scores += part
-    ids = column.ids
-    if len(plan.gone):
-        scores[np.isin(ids, plan.gone, assume_unique=True)] = 0.0
-    return _best(ids, scores, limit)
+Parts = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # rows (ascending ids) and one phrase's part in each
 
 
-def _accumulated(conn: Connection, query: LexicalQuery, plan: _Plan, rows: int, avgdl: float,
-                 limit: int) -> list[tuple[int, float]]:
-    """The best limit rows of the columns' and FTS5's parts, added up per row in the expression's order."""
+def _term_parts(conn: Connection, term: str, plan: _Plan, weight: float, avgdl: float) -> Parts:
+    """A term's rows and its phrase's part of their scores: from its column, else from FTS5."""
+    column = plan.columns[term]
+    if column is None:
+        return _fts5_part(conn, term, plan.span[0], min(plan.top, plan.span[1]))
+    return column.ids, _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
+
+
+def _accumulated(query: LexicalQuery, plan: _Plan, parts: dict[str, Parts], limit: int,
+                 slack: float) -> list[tuple[int, float]]:
+    """The best limit rows of the terms' parts, added up per row in the expression's order."""
     acc = _accumulator(plan.top)
     touched: list[npt.NDArray[np.int64]] = []
     try:
         for term in query.terms:
-            weight = idf(rows, plan.held[term])
-            column = plan.columns[term]
-            if column is not None:
-                ids, part = column.ids, _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
-            else:
-                ids, part = _fts5_part(conn, term, plan.span[0], min(plan.top, plan.span[1]))
+            ids, part = parts[term]
             for _ in range(query.repeat(term)):
                 acc[ids] += part
             touched.append(ids)
         if len(plan.gone):
             acc[plan.gone[plan.gone <= plan.top]] = 0.0
         every = np.concatenate(touched)
-        return _best(every, acc[every], limit, len(touched))
+        return _best(every, acc[every], limit, len(touched), slack)
     finally:
         for ids in touched:
             acc[ids] = 0.0
+
+
+def _rescored(rows: npt.NDArray[np.int64], query: LexicalQuery, plan: _Plan, parts: dict[str, Parts],
+              weights: dict[str, float], avgdl: float) -> list[tuple[int, float]]:
+    """rows scored by every phrase of the query, in its order: bm25() of the full expression, to the bit."""
+    total = np.zeros(len(rows), dtype=np.float64)
+    for term in query.terms:
+        if term in parts:
+            ids, part = parts[term]
+            at = _part_at(ids, part, rows)
+        else:  # a word most rows hold: its part at these rows only
+            column = plan.columns[term]
+            assert column is not None  # _plan declines a query whose every term lacks one
+            found = _positions(column.ids, rows)
+            at = np.zeros(len(rows), dtype=np.float64)
+            hit = found >= 0
+            at[hit] = _parts(weights[term], column.counts[found[hit]], plan.tokens[rows[hit]], avgdl)
+        for _ in range(query.repeat(term)):
+            total += at
+    return [(int(cid), -1.0 * float(value)) for cid, value in zip(rows, total, strict=True)]
+
+
+def _positions(ids: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Where each of rows is in the sorted ids (-1: not there)."""
+    at = np.searchsorted(ids, rows)
+    inside = at < len(ids)
+    found = np.full(len(rows), -1, dtype=np.int64)
+    found[inside] = np.where(ids[at[inside]] == rows[inside], at[inside], -1)
+    return found
+
+
+def _part_at(ids: npt.NDArray[np.int64], part: npt.NDArray[np.float64],
+             rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """A phrase's part at rows (0 where a row lacks it)."""
+    found = _positions(ids, rows)
+    at = np.zeros(len(rows), dtype=np.float64)
+    at[found >= 0] = part[found[found >= 0]]
+    return at
 
 
 def _plan(conn: Connection, query: LexicalQuery, span: tuple[int, int]) -> _Plan | None:
@@ -185,19 +235,21 @@ def _held_now(conn: Connection, term: str, column: postings.Column, gone: npt.ND
     return column.held - lost + added
 
 
-def _best(touched: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], limit: int,
-          sources: int = 1) -> list[tuple[int, float]]:
+def _best(touched: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], limit: int, sources: int = 1,
+          slack: float = 0.0) -> list[tuple[int, float]]:
     """The best limit (rowid, bm25) of the touched rows (each listed at most `sources` times, with its score),
-    ordered by (bm25, rowid); every row tied with the last one kept is weighed."""
+    ordered by (bm25, rowid); with slack, also every row within slack of the last one (more than limit)."""
     wanted = limit * sources  # a row is touched at most once a source: so many entries hold limit rows
     if len(scores) > wanted:
         line = np.partition(scores, len(scores) - wanted)[len(scores) - wanted]
-        keep = scores >= line
+        keep = scores >= line - slack
         touched, scores = touched[keep], scores[keep]
     keep = scores > 0.0
     ids, first = np.unique(touched[keep], return_index=True)
     values = scores[keep][first]
-    order = np.lexsort((ids, -values))[:limit]
+    order = np.lexsort((ids, -values))
+    close = slack > 0.0 and len(order) > limit
+    order = order[values[order] >= values[order[limit - 1]] - slack] if close else order[:limit]
     return [(int(ids[i]), -1.0 * float(values[i])) for i in order]
 
 

@@ -126,3 +126,13 @@ def test_a_span_of_chunk_ids_keeps_its_rows_with_the_whole_tables_idfs_as_fts5_k
                 " AND rowid BETWEEN ? AND ? ORDER BY score, rowid LIMIT 10", (query.expression, low, high))]
             assert found.rows == expected, (text, low, high)
         assert served >= 30
+
+
+def test_a_query_with_words_most_sections_hold_is_answered_with_their_scores_too(columns_store: Settings) -> None:
+    rng = random.Random(5)
+    with Reader(columns_store) as reader:
+        for _ in range(40):
+            text = " ".join([*rng.sample(WORDS[:3], rng.randint(1, 2)), *rng.sample(WORDS[10:200], rng.randint(1, 2))])
+            query = build_query(text)
+            expected = [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (query.expression, 50))]
+            assert search_ids(reader.conn, query, 50) == expected, text
