@@ -158,6 +158,10 @@ def language(ranked: Ranked) -> Ranked:
     wanted = ranked.context.language
     if wanted is None or not ranked.entries:
         return ranked
+    conn = ranked.context.reader.conn
+    if _all_own(conn, primary(wanted.lang)) and not conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM documents WHERE translation_group != '')").fetchone()[0]:
+        return ranked  # one language and no translation in the whole tree: nothing to do, nothing to say
     docs = _documents(ranked.context.reader, [cid for cid, _ in ranked.entries])
     notes: dict[int, Note] = {}
     folded = _folded(ranked.entries, docs, _shown_members(ranked.entries, docs, wanted), notes)

@@ -99,9 +99,13 @@ def cjk_length(ranked: Ranked) -> Ranked:
     if not lexical or context.query.cjk or not context.query.terms:
         return ranked
     conn = context.reader.conn
+    ids = json.dumps([cid for cid, _ in lexical])
+    if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM chunks WHERE id IN (SELECT value FROM json_each(?))"
+                    " AND cjk != '')", (ids,)).fetchone()[0]:
+        return ranked  # no candidate holds a CJK run: their texts are not read
     rows: list[Row] = [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), bytes(r[4])) for r in conn.execute(
         "SELECT c.id, c.heading_path, c.body, c.cjk, s.sz FROM chunks c JOIN chunks_fts_docsize s ON s.id = c.id"
-        " WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps([cid for cid, _ in lexical]),))]
+        " WHERE c.id IN (SELECT value FROM json_each(?))", (ids,))]
     if not any(cjk for _, _, _, cjk, _ in rows):
         return ranked
     try:
