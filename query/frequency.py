@@ -33,6 +33,7 @@ class _Cache:
     version: int = -1
     rows: int = 0
     frequencies: dict[str, int] = field(default_factory=dict)
+    columns: bool = False  # the posting columns' row counts are current (columns_current)
 
 
 _lock = threading.Lock()
@@ -49,9 +50,11 @@ def frequencies(conn: Connection, terms: tuple[str, ...]) -> tuple[int, dict[str
                 cache = _caches[conn] = _Cache()
             if cache.version != version:
                 cache.version = version
-                cache.rows = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+                stats = impacts.table_stats(conn)  # FTS5's own row count: one record, where count(*) reads every row
+                cache.rows = stats.rows if stats is not None else 0
                 cache.frequencies.clear()
                 cache.frequencies.update(listed_counts(conn))
+                cache.columns = columns_current(conn)
             stems = STEMMER.stems(terms)
             found: dict[str, int | None] = {}
             for term in terms:
@@ -60,7 +63,10 @@ def frequencies(conn: Connection, terms: tuple[str, ...]) -> tuple[int, dict[str
                     found[term] = None
                     continue
                 if stem not in cache.frequencies:
-                    row = conn.execute(f"SELECT doc FROM {schema.PORTER_VOCAB} WHERE term = ?", (stem,)).fetchone()
+                    row = conn.execute(f"SELECT held FROM {schema.POSTINGS} WHERE term = ?", (stem,)).fetchone() \
+                        if cache.columns else None
+                    if row is None:  # no column, or columns of an older state: FTS5's vocabulary walks the doclist
+                        row = conn.execute(f"SELECT doc FROM {schema.PORTER_VOCAB} WHERE term = ?", (stem,)).fetchone()
                     cache.frequencies[stem] = int(row[0]) if row else 0
                 found[term] = cache.frequencies[stem]
             return cache.rows, found
@@ -81,6 +87,16 @@ def listed_counts(conn: Connection) -> dict[str, int]:
         return {str(t): int(n) for t, n in conn.execute(f"SELECT term, held FROM {impacts.FLOORS}")}
     except OperationalError:  # a store without the lists' tables
         return {}
+
+
+def columns_current(conn: Connection) -> bool:
+    """Whether the posting columns (pipeline/postings.py) were made from the table as it is: their row counts are
+    then the terms' document frequencies, read by key where FTS5's vocabulary walks each term's doclist."""
+    try:
+        made = impacts.Stamp.parse(schema.meta_value(conn, schema.POSTINGS_STAMP_KEY))
+        return made is not None and made == impacts.current_stamp(conn)
+    except OperationalError:
+        return False
 
 
 def prime(conn: Connection) -> int:

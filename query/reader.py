@@ -184,6 +184,12 @@ class Reader:
             raise db.damaged(self.settings.db_path, "; ".join(gaps))
         self._intact_at = version
 
+    def has_documents(self) -> bool:
+        """Whether the index holds any document (one row read, where a count reads them all)."""
+        if self._documents is not None and self._documents[0] == self.version():
+            return self._documents[1] > 0
+        return bool(self.conn.execute("SELECT EXISTS (SELECT 1 FROM documents)").fetchone()[0])
+
     def document_count(self) -> int:
         """Documents in the index (counted once per store version, as require_intact checks)."""
         version = self.version()

@@ -170,7 +170,7 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
     settings = serving(settings, reader.meta)  # after a model switch, embeddings_next serves
     pinned = pinned_identity(reader.meta)
     tier = tier_line(settings, dimension=pinned.dimension if pinned else None)
-    if reader.document_count() == 0:
+    if not reader.has_documents():
         return SearchResponse(tier, Status.INDEX_EMPTY, note=NOTE_EMPTY, query=query)
     # None also for a filter allowing every document: the unfiltered path, at its cost
     allowed = (active.allowed(reader.conn, reader.document_count(), generation)
