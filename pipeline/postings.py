@@ -102,11 +102,13 @@ def _column(conn: Connection, term: str) -> None:
         " WHERE term = ?", (term,)).fetchone()
     if not docs:
         return
-    rows = np.array(str(docs).split(","), dtype=np.int64)
-    weight = np.where(np.array(str(columns).split(","), dtype=np.int8) == 1, WEIGHTS[1], WEIGHTS[0])
-    order = np.argsort(rows, kind="stable")  # instances come by row already; sorting keeps the rule explicit
-    rows, weight = rows[order], weight[order]
-    ids, starts = np.unique(rows, return_index=True)
+    rows = np.fromstring(str(docs), dtype=np.int64, sep=",")
+    weight = np.where(np.fromstring(str(columns), dtype=np.int64, sep=",") == 1, WEIGHTS[1], WEIGHTS[0])
+    if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):  # instances come by row; never count on it
+        order = np.argsort(rows, kind="stable")
+        rows, weight = rows[order], weight[order]
+    starts = np.flatnonzero(np.diff(rows, prepend=-1))
+    ids = rows[starts]
     counts = np.add.reduceat(weight, starts)
     gaps = np.diff(ids, prepend=0)
     wide = (WIDE_GAPS if int(gaps.max()) > 0xFFFF else 0) | (WIDE_COUNTS if int(counts.max()) > 0xFF else 0)
