@@ -2,7 +2,7 @@
 page before the `mcp` SDK is imported (most of a start's time, the more so on a loaded machine: bench/RESULTS.md,
 "Serve start").
 
-The server's lifespan starts the build on a worker thread (import the SDK, register the exposed tools, make its
+The server's lifespan starts the build on a thread of its own (import the SDK, register the exposed tools, make its
 streamable HTTP app) as the server starts, right after the socket listens, then keeps the app's session manager
 running until the server stops. A request to the endpoint that arrives meanwhile waits for the build, so an MCP
 client sees what it saw when the build came first, only sooner; it is never refused for it. A build that
@@ -11,11 +11,14 @@ failed answers each such request 500 with the reason (also said on stderr).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -48,13 +51,26 @@ class LazyMcp:
 
     async def _run(self) -> None:
         assert self.ready is not None
-        try:
-            app, lifetime = await anyio.to_thread.run_sync(self.build)
-        except Exception as exc:  # noqa: BLE001 - the SDK missing or a tool it refuses: /v1 still serves
-            self.failure = f"the MCP endpoint could not be built: {type(exc).__name__}: {exc}"
+        built, token = anyio.Event(), anyio.lowlevel.current_token()
+        outcome: list[Built | Exception] = []
+
+        def build() -> None:
+            try:
+                outcome.append(self.build())
+            except Exception as exc:  # noqa: BLE001 - the SDK missing or a tool it refuses: /v1 still serves
+                outcome.append(exc)
+            with suppress(RuntimeError):  # the server stopped meanwhile: its loop is gone
+                anyio.from_thread.run_sync(built.set, token=token)
+
+        # a daemon thread: a server stopped during the build exits without waiting for the SDK's import
+        threading.Thread(target=build, name="knowledge-mcp-build", daemon=True).start()
+        await built.wait()
+        if isinstance(outcome[0], Exception):
+            self.failure = f"the MCP endpoint could not be built: {type(outcome[0]).__name__}: {outcome[0]}"
             self.warn(self.failure)
             self.ready.set()
             return
+        app, lifetime = outcome[0]
         async with lifetime():
             self.app = app
             self.ready.set()

@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
 
+from query.serve.mcp_endpoint import Built, LazyMcp
 from tests.query.stores import DOCS, build_store, store_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +54,20 @@ def test_the_first_mcp_request_waits_for_the_sdk_and_is_answered(held: dict[str,
     assert call_status == 200 and not call["result"]["isError"]
     answer = call["result"]["structuredContent"]
     assert answer["status"] == "ok" and answer["results"][0]["path"] == "docs/retention.md"
+
+
+def test_an_mcp_endpoint_whose_build_fails_answers_500_with_the_reason_and_the_rest_serves() -> None:
+    def build() -> Built:
+        raise ImportError("No module named 'mcp'")  # the fault: the SDK is not installed
+
+    warned: list[str] = []
+    endpoint = LazyMcp(build, warned.append)
+    app = Starlette(routes=[Route("/mcp", endpoint=endpoint),
+                            Route("/healthz", endpoint=lambda request: JSONResponse({"status": "ok"}))],
+                    lifespan=lambda _app: endpoint.running())
+    with TestClient(app) as client:
+        assert client.get("/healthz").status_code == 200
+        answers = [client.post("/mcp", json={}) for _ in range(2)]
+    assert [a.status_code for a in answers] == [500, 500]
+    assert answers[0].json() == {"status": "error", "note": warned[0]}
+    assert warned == ["the MCP endpoint could not be built: ImportError: No module named 'mcp'"]
