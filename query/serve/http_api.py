@@ -1,17 +1,17 @@
 """`knowledge serve`: MCP over streamable HTTP, a small JSON API and the search page on one port.
 
-Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/read, /v1/sources, /v1/stats, /healthz,
-/v1/snapshots/latest and /v1/snapshots/<N>/knowledge.db (the generations replicas pull: snapshots_route.py),
-/metrics (this process's metrics in the Prometheus text format; guarded like /v1, token included)
-and the search page's routes (query/serve/page_routes.py: /, /show/..., /sources, /stats, /login, /logout,
-/static/...). Every request passes the Guard first: its Host must be a loopback name, the bound
-address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin header, when a
-browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be this very
-server (the Host it asked for: the page's own form posts); and with a token configured every route
-but /healthz, the sign-in form and the page's static files needs `Authorization: Bearer <token>`,
-which on the page's routes a live session cookie of the sign-in form stands in for. /v1/search,
-/v1/match and /v1/read (and the page's two modes) answer only when their tool (knowledge_search,
-knowledge_enumerate, knowledge_read) is exposed, exactly as over MCP.
+Routes: /mcp (the MCP endpoint, built as the server starts: mcp_endpoint.py), GET /v1/search, /v1/match,
+/v1/read, /v1/sources, /v1/stats, /healthz, /v1/snapshots/latest and /v1/snapshots/<N>/knowledge.db (the
+generations replicas pull: snapshots_route.py), /metrics (this process's metrics in the Prometheus text
+format; guarded like /v1, token included) and the search page's routes (query/serve/page_routes.py: /,
+/show/..., /sources, /stats, /login, /logout, /static/...). Every request passes the Guard first: its Host
+must be a loopback name, the bound address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an
+Origin header, when a browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be
+this very server (the Host it asked for: the page's own form posts); and with a token configured every route
+but /healthz, the sign-in form and the page's static files needs `Authorization: Bearer <token>`, which on the
+page's routes a live session cookie of the sign-in form stands in for. /v1/search, /v1/match and /v1/read (and
+the page's two modes) answer only when their tool (knowledge_search, knowledge_enumerate, knowledge_read) is
+exposed, exactly as over MCP.
 """
 
 from __future__ import annotations
