@@ -38,6 +38,7 @@ from pydantic import Field
 from config.settings import Settings
 from query import tools
 from query.requests import params
+from query.serve.mcp_endpoint import Built
 from query.service import QueryService
 from query.status import Status
 
@@ -116,7 +117,7 @@ def build_server(
     return server
 
 
-def streamable_app(server: MCPServer, path: str, host: str) -> tuple[Any, Callable[[], Any]]:
+def streamable_app(server: MCPServer, path: str, host: str) -> Built:
     """The server's streamable HTTP app answering at path (stateless, JSON answers) and the lifetime it needs
     while serving (its session manager's run()). It checks no Host or Origin itself: the Guard of http_api.py
     does for every route, this one included."""
