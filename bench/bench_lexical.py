@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,15 +109,16 @@ class Tantivy:
 class Served:
     """`knowledge serve` on the store, and the times of its start (to /healthz and to the first answer)."""
 
-    def __init__(self, base: Path, first_query: str) -> None:
+    def __init__(self, base: Path, first_query: str, command: Sequence[str] = (str(KNOWLEDGE),),
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         config = base.parent / f"{base.name}-serve.yaml"
         config.write_text(json.dumps({"knowledge": {"expose": {"mcp": {
             "builtins": ["knowledge_search"], "host": "127.0.0.1", "port": self.port}}}}))
-        started = time.perf_counter()
-        self.proc = subprocess.Popen([str(KNOWLEDGE), "--config", str(config), "--store-dir", str(base), "serve"],
-                                     env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.started = started = time.perf_counter()
+        self.proc = subprocess.Popen([*command, "--config", str(config), "--store-dir", str(base), "serve"],
+                                     env=clean_env() if env is None else env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
         try:
             self.health_s = self._wait_health(started)

@@ -1,17 +1,17 @@
 """`knowledge serve`: MCP over streamable HTTP, a small JSON API and the search page on one port.
 
-Routes: /mcp (the MCP endpoint), GET /v1/search, /v1/match, /v1/read, /v1/sources, /v1/stats, /healthz,
-/v1/snapshots/latest and /v1/snapshots/<N>/knowledge.db (the generations replicas pull: snapshots_route.py),
-/metrics (this process's metrics in the Prometheus text format; guarded like /v1, token included)
-and the search page's routes (query/serve/page_routes.py: /, /show/..., /sources, /stats, /login, /logout,
-/static/...). Every request passes the Guard first: its Host must be a loopback name, the bound
-address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an Origin header, when a
-browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be this very
-server (the Host it asked for: the page's own form posts); and with a token configured every route
-but /healthz, the sign-in form and the page's static files needs `Authorization: Bearer <token>`,
-which on the page's routes a live session cookie of the sign-in form stands in for. /v1/search,
-/v1/match and /v1/read (and the page's two modes) answer only when their tool (knowledge_search,
-knowledge_enumerate, knowledge_read) is exposed, exactly as over MCP.
+Routes: /mcp (the MCP endpoint, built as the server starts: mcp_endpoint.py), GET /v1/search, /v1/match,
+/v1/read, /v1/sources, /v1/stats, /healthz, /v1/snapshots/latest and /v1/snapshots/<N>/knowledge.db (the
+generations replicas pull: snapshots_route.py), /metrics (this process's metrics in the Prometheus text
+format; guarded like /v1, token included) and the search page's routes (query/serve/page_routes.py: /,
+/show/..., /sources, /stats, /login, /logout, /static/...). Every request passes the Guard first: its Host
+must be a loopback name, the bound address or one of expose.mcp.allowed_hosts (a DNS-rebinding defence); an
+Origin header, when a browser sends one, must be listed in expose.mcp.allowed_origins (none by default) or be
+this very server (the Host it asked for: the page's own form posts); and with a token configured every route
+but /healthz, the sign-in form and the page's static files needs `Authorization: Bearer <token>`, which on the
+page's routes a live session cookie of the sign-in form stands in for. /v1/search, /v1/match and /v1/read (and
+the page's two modes) answer only when their tool (knowledge_search, knowledge_enumerate, knowledge_read) is
+exposed, exactly as over MCP.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ from __future__ import annotations
 import hmac
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from config.errors import KnowledgeError, QueryError
@@ -36,7 +38,7 @@ from query import tools
 from query.replica import SnapshotIndex
 from query.requests import MatchRequest, SourcesRequest, from_query
 from query.serve import page_routes as site
-from query.serve.mcp_server import build_server
+from query.serve.mcp_endpoint import Built, LazyMcp
 from query.serve.page_sessions import Sessions
 from query.serve.snapshots_route import SnapshotRoutes
 from query.service import QueryService
@@ -252,8 +254,12 @@ def build_app(
     if replica is None:
         service.warm()  # the first request finds a Reader open and its caches full; any meanwhile opens its own
     generation = replica.answered_from if replica is not None else None  # a replica's answers name their generation
-    server = build_server(settings, warn=warn, service=service, generation=generation)
-    served = tuple(tool.name for tool in tools.exposure(settings).served)
+    say = warn or _warn
+    exposed = tools.exposure(settings)
+    for message in exposed.warnings:  # said now, not when the MCP endpoint is built
+        say(message)
+    mcp_endpoint = LazyMcp(lambda: _mcp_app(settings, host, service, generation, exposed, say), say)
+    served = tuple(tool.name for tool in exposed.served)
     api = JsonApi(settings, served, service, replica)
     routes: list[tuple[str, Callable[[Request], Response]]] = [("/healthz", api.health)]
     routes += [(spec.route, api.tool(spec)) for spec in tools.TOOLS.values() if spec.route and spec.request]
@@ -261,36 +267,50 @@ def build_app(
                ("/metrics", api.metrics)]
     # the generations replicas pull: a primary's published directory, or a replica's own DIR (replicas chain)
     routes += SnapshotRoutes(replica.directory if replica is not None else settings.publish_dir).routes()
-    for path, handler in routes:
-        server.custom_route(path, methods=["GET"])(handler)
+    mounted: list[BaseRoute] = [Route(MCP_PATH, endpoint=mcp_endpoint)]
+    mounted += [Route(path, endpoint=handler, methods=["GET"]) for path, handler in routes]
     sessions = Sessions(settings.expose.mcp.session_lifetime)  # the page's sign-ins, checked by the Guard
     for path, methods, page_handler in site.Site(settings, served, token, service, sessions, generation).routes():
-        server.custom_route(path, methods=methods)(page_handler)
+        mounted.append(Route(path, endpoint=page_handler, methods=methods))
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with mcp_endpoint.running():  # the MCP endpoint's build starts as the server does
+            yield
+
     # The Guard below does the Host/Origin checks for every route, the MCP endpoint included.
-    app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        host=host,
-    )
+    app = Starlette(routes=mounted, lifespan=lifespan)
     mcp = settings.expose.mcp
     return Guard(app, host, mcp.allowed_hosts, mcp.allowed_origins, token, sessions)
+
+
+def _mcp_app(settings: Settings, host: str, service: QueryService, generation: Callable[[], int | None] | None,
+             exposed: tools.Exposure, say: Callable[[str], None]) -> Built:
+    """The MCP endpoint's app, on a thread of its own once the server starts (query/serve/mcp_endpoint.py)."""
+    from query.serve.mcp_server import build_server, streamable_app  # the SDK: most of a start's imports
+
+    def unsaid(message: str) -> None:  # the exposure's warnings were said at the start already
+        if message not in exposed.warnings:
+            say(message)
+
+    server = build_server(settings, warn=unsaid, service=service, generation=generation)
+    return streamable_app(server, MCP_PATH, host)
+
+
+def _warn(message: str) -> None:
+    print(f"knowledge: warning: {message}", file=sys.stderr, flush=True)
 
 
 def serve(settings: Settings, host: str, port: int, token: str | None, replica: SnapshotIndex | None = None) -> None:
     """Run the HTTP server until interrupted (a replica's generations when replica is given); logs go to stderr."""
     import uvicorn
 
-    def warn(message: str) -> None:
-        print(f"knowledge: warning: {message}", file=sys.stderr, flush=True)
-
     if token is None and host_name(host) not in LOOPBACK_NAMES:
-        warn(f"serving on {host} without a bearer token: anyone who reaches the port reads the index; "
+        _warn(f"serving on {host} without a bearer token: anyone who reaches the port reads the index; "
              "set knowledge.expose.mcp.token_env")
     from query.serve.connections import ACCEPT_BURST
 
-    app = build_app(settings, host, token, warn, replica)
+    app = build_app(settings, host, token, _warn, replica)
     config = server_config(app, settings, host, port)
     listening = config.bind_socket()  # a port already taken stops here, as uvicorn says
     listening.listen(ACCEPT_BURST)  # connections queue from now on: the line below means the port answers

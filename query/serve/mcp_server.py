@@ -22,6 +22,7 @@ from typing import Annotated, Any, cast
 import anyio
 from mcp.server import MCPServer
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from mcp.types import (
     INVALID_REQUEST,
@@ -37,6 +38,7 @@ from pydantic import Field
 from config.settings import Settings
 from query import tools
 from query.requests import params
+from query.serve.mcp_endpoint import Built
 from query.service import QueryService
 from query.status import Status
 
@@ -113,6 +115,20 @@ def build_server(
         server.add_tool(binding(service, spec, generation), name=spec.name, description=spec.description,
                         annotations=READ_ONLY, structured_output=False)
     return server
+
+
+def streamable_app(server: MCPServer, path: str, host: str) -> Built:
+    """The server's streamable HTTP app answering at path (stateless, JSON answers) and the lifetime it needs
+    while serving (its session manager's run()). It checks no Host or Origin itself: the Guard of http_api.py
+    does for every route, this one included."""
+    app = server.streamable_http_app(
+        streamable_http_path=path,
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host,
+    )
+    return app, server.session_manager.run
 
 
 def package_version() -> str:

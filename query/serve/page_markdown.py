@@ -14,14 +14,15 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
 
 from pipeline.text import without_controls
 from query.terminal import FORMATTING_TAGS, strip_directives, strip_tags
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 SAFE_SCHEMES = frozenset({"", "http", "https", "mailto"})
 
@@ -63,6 +64,8 @@ def _image(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: 
 
 @cache
 def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # on the first show page, not on the serve's start
+
     md = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False})
     md.enable("table").enable("strikethrough")
     md.add_render_rule("html_inline", _inline_tag)
