@@ -57,8 +57,9 @@ def stamp_of(conn: Connection) -> Stamp | None:
     return Stamp.parse(schema.meta_value(conn, STAMP_KEY))
 
 
-def stale(conn: Connection, min_rows: int = MIN_ROWS) -> bool:
+def stale(conn: Connection, min_rows: int | None = None) -> bool:
     """Whether the columns should be made again: never made, other weights, or REFRESH_SHARE of the rows changed."""
+    min_rows = MIN_ROWS if min_rows is None else min_rows
     now = current_stamp(conn)
     made = stamp_of(conn)
     if now is None or now.rows < min_rows:
@@ -73,8 +74,12 @@ def stale(conn: Connection, min_rows: int = MIN_ROWS) -> bool:
 POSTINGS_TOP = schema.POSTINGS_TOP_KEY
 
 
-def refresh(conn: Connection, force: bool = False, least: int = POSTINGS_FROM, min_rows: int = MIN_ROWS) -> bool:
-    """Make the columns again when stale (or force), in the caller's write transaction; whether they were."""
+def refresh(conn: Connection, force: bool = False, least: int | None = None, min_rows: int | None = None) -> bool:
+    """Make the columns again when stale (or force), in the caller's write transaction; whether they were.
+
+    least and min_rows default to POSTINGS_FROM and MIN_ROWS, read when called."""
+    least = POSTINGS_FROM if least is None else least
+    min_rows = MIN_ROWS if min_rows is None else min_rows
     if not force and not stale(conn, min_rows):
         return False
     for table in (schema.POSTINGS, schema.POSTINGS_SIZES, schema.POSTINGS_GONE):
