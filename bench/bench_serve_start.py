@@ -43,7 +43,7 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 def start(tree: Path, base: Path, query: str) -> dict[str, float]:
     """One spawn of tree's `knowledge serve`: seconds to /healthz, to the first search, to the first MCP answer."""
     command, env = tree_python(tree, "-c", RUN)
-    served = Served(base, query, command, env)
+    served = Served(base, query, command, env, settle=False)
     try:
         cpu = cpu_seconds(served.proc.pid)
         served.conn.request("POST", "/mcp", INITIALIZE, MCP_HEADERS)
