@@ -51,14 +51,18 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
     if not query.expression:
         return []
     if allowed is None:  # a filter keeps every term: a rare term alone may not fill limit allowed rows
+        listed = common_top_k(conn, query, limit, COLUMN_WEIGHTS)  # words most rows hold: their best rows, kept
+        if listed is not None and listed.exact:
+            return listed.rows
         pruned_query = without_common(conn, query, limit)
         scanned = _scanned(conn, pruned_query, limit, full=query)
         if scanned is not None:
             return scanned
-        for plan in (common_top_k, shaped_top_k):
-            shaped = plan(conn, query, limit, COLUMN_WEIGHTS)
-            if shaped is not None and (shaped.exact or UNPROVEN_SHAPED):
-                return shaped.rows
+        if listed is not None and UNPROVEN_SHAPED:
+            return listed.rows
+        shaped = shaped_top_k(conn, query, limit, COLUMN_WEIGHTS)
+        if shaped is not None and (shaped.exact or UNPROVEN_SHAPED):
+            return shaped.rows
         query = pruned_query
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:

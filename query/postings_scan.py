@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,8 +41,12 @@ EVERY_ROW = (0, 2**62)
 MAX_SCANNED = 1_000_000  # the column rows a query may score; past it FTS5's and the impact lists' plans serve
 FTS5_MOST = 4 * postings.POSTINGS_FROM  # a term without a column held by more rows: FTS5's plans are as cheap
 
+COLUMNS_HELD = 320 * 2**20  # the bytes of decoded columns a process keeps (16 a row), least recently used out
+
 _lock = threading.Lock()
 _sizes: dict[tuple[str, int, int, str], npt.NDArray[np.float64]] = {}
+_columns: OrderedDict[tuple[str, int, int, str, str], postings.Column | None] = OrderedDict()
+_held = 0
 _scratch = threading.local()
 
 
@@ -183,7 +188,7 @@ def _plan(conn: Connection, query: LexicalQuery, span: tuple[int, int]) -> _Plan
     stems = STEMMER.stems(query.terms)
     if made is None or any(not stems[t] or " " in stems[t] for t in query.terms):
         return None
-    read = {stem: postings.column(conn, stem) for stem in dict.fromkeys(stems[t] for t in query.terms)}
+    read = {stem: _column(conn, stem, made.text()) for stem in dict.fromkeys(stems[t] for t in query.terms)}
     if not any(read.values()):
         return None  # no term is held by many rows: FTS5 alone is as fast
     columns = {t: read[stems[t]] for t in query.terms}
@@ -262,14 +267,47 @@ def _accumulator(top: int) -> npt.NDArray[np.float64]:
     return acc
 
 
-def _sizes_of(conn: Connection, stamp: str) -> tuple[int, npt.NDArray[np.float64]] | None:
-    """The columns' row sizes, kept per store file and stamp in the process (a Reader per request reads them once)."""
+def _store_key(conn: Connection, stamp: str) -> tuple[str, int, int, str] | None:
+    """The store file (path, device, inode) and the columns' stamp: what a kept value is valid for."""
     db_path = str(conn.execute("PRAGMA database_list").fetchone()[2])
     try:
         info = os.stat(db_path)
     except OSError:
         return None
-    key = (db_path, info.st_dev, info.st_ino, stamp)
+    return db_path, info.st_dev, info.st_ino, stamp
+
+
+def _column(conn: Connection, stem: str, stamp: str) -> postings.Column | None:
+    """A term's column, decoded once and kept in the process while the columns are the same (COLUMNS_HELD bytes)."""
+    global _held
+    store = _store_key(conn, stamp)
+    if store is None:
+        return postings.column(conn, stem)
+    key = (*store, stem)
+    with _lock:
+        if key in _columns:
+            _columns.move_to_end(key)
+            return _columns[key]
+    found = postings.column(conn, stem)
+    size = 16 * len(found.ids) if found is not None else 0
+    with _lock:
+        if key not in _columns and size <= COLUMNS_HELD:
+            if _columns and next(iter(_columns))[:4] != store:  # another file or stamp: none of it holds now
+                _columns.clear()
+                _held = 0
+            _columns[key] = found
+            _held += size
+            while _held > COLUMNS_HELD:
+                _, dropped = _columns.popitem(last=False)
+                _held -= 16 * len(dropped.ids) if dropped is not None else 0
+    return found
+
+
+def _sizes_of(conn: Connection, stamp: str) -> tuple[int, npt.NDArray[np.float64]] | None:
+    """The columns' row sizes, kept per store file and stamp in the process (a Reader per request reads them once)."""
+    key = _store_key(conn, stamp)
+    if key is None:
+        return None
     with _lock:
         kept = _sizes.get(key)
     if kept is not None:
