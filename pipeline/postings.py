@@ -152,6 +152,12 @@ def sizes(conn: Connection) -> tuple[int, npt.NDArray[np.float64]] | None:
     return int(row[0]), np.frombuffer(bytes(row[1]), dtype=np.uint32).astype(np.float64)
 
 
+def gone_beyond(conn: Connection, most: int) -> bool:
+    """Whether more than `most` rows were deleted since the columns were made (reading at most most + 1)."""
+    return bool(conn.execute(f"SELECT count(*) > ? FROM (SELECT 1 FROM {schema.POSTINGS_GONE} LIMIT ?)",
+                             (most, most + 1)).fetchone()[0])
+
+
 def gone(conn: Connection) -> Ids:
     """The ids of the rows deleted since the columns were made."""
     return np.array([int(r[0]) for r in conn.execute(f"SELECT id FROM {schema.POSTINGS_GONE}")], dtype=np.int64)

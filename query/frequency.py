@@ -63,8 +63,7 @@ def frequencies(conn: Connection, terms: tuple[str, ...]) -> tuple[int, dict[str
                     found[term] = None
                     continue
                 if stem not in cache.frequencies:
-                    row = conn.execute(f"SELECT held FROM {schema.POSTINGS} WHERE term = ?", (stem,)).fetchone() \
-                        if cache.columns else None
+                    row = _column_count(conn, stem) if cache.columns else None
                     if row is None:  # no column, or columns of an older state: FTS5's vocabulary walks the doclist
                         row = conn.execute(f"SELECT doc FROM {schema.PORTER_VOCAB} WHERE term = ?", (stem,)).fetchone()
                     cache.frequencies[stem] = int(row[0]) if row else 0
@@ -87,6 +86,15 @@ def listed_counts(conn: Connection) -> dict[str, int]:
         return {str(t): int(n) for t, n in conn.execute(f"SELECT term, held FROM {impacts.FLOORS}")}
     except OperationalError:  # a store without the lists' tables
         return {}
+
+
+def _column_count(conn: Connection, stem: str) -> tuple[int] | None:
+    """The rows of stem's posting column, when it has one (None also when the columns' table is missing)."""
+    try:
+        row = conn.execute(f"SELECT held FROM {schema.POSTINGS} WHERE term = ?", (stem,)).fetchone()
+    except OperationalError:
+        return None
+    return None if row is None else (int(row[0]),)
 
 
 def columns_current(conn: Connection) -> bool:

@@ -28,8 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline import db, postings
-from pipeline.db import Connection
-from pipeline.impacts import current_stamp, table_stats
+from pipeline.db import Connection, OperationalError
+from pipeline.impacts import REFRESH_SHARE, current_stamp, table_stats
 from query.frequency import frequencies
 from query.rescoring import K1, B, idf
 from query.shaping import Shaped
@@ -41,13 +41,14 @@ EVERY_ROW = (0, 2**62)
 MAX_SCANNED = 1_000_000  # the column rows a query may score; past it FTS5's and the impact lists' plans serve
 FTS5_MOST = 4 * postings.POSTINGS_FROM  # a term without a column held by more rows: FTS5's plans are as cheap
 
+KEEP_ACCUMULATORS = 4
 COLUMNS_HELD = 320 * 2**20  # the bytes of decoded columns a process keeps (16 a row), least recently used out
 
 _lock = threading.Lock()
 _sizes: dict[tuple[str, int, int, str], npt.NDArray[np.float64]] = {}
 _columns: OrderedDict[tuple[str, int, int, str, str], postings.Column | None] = OrderedDict()
 _held = 0
-_scratch = threading.local()
+_idle: list[npt.NDArray[np.float64]] = []  # zeroed accumulators (8 bytes a chunk id each)
 
 
 def postings_top_k(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int] = EVERY_ROW,
@@ -61,7 +62,10 @@ def postings_top_k(conn: Connection, query: LexicalQuery, limit: int, span: tupl
     if query.excluded or not query.terms or limit < 1 or (full is not None and full.excluded):
         return None
     with db.read_snapshot(conn):
-        return _top(conn, query, limit, span, full)
+        try:
+            return _top(conn, query, limit, span, full)
+        except OperationalError:  # the columns' tables are missing: FTS5's plans answer (`knowledge check` says so)
+            return None
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,7 @@ def _accumulated(query: LexicalQuery, plan: _Plan, parts: dict[str, Parts], limi
     finally:
         for ids in touched:
             acc[ids] = 0.0
+        _give_back(acc)
 
 
 def _rescored(rows: npt.NDArray[np.int64], query: LexicalQuery, plan: _Plan, parts: dict[str, Parts],
@@ -200,7 +205,10 @@ def _plan(conn: Connection, query: LexicalQuery, span: tuple[int, int]) -> _Plan
     if sizes is None:
         return None
     top, tokens = sizes
-    unchanged = made == current_stamp(conn)
+    now = current_stamp(conn)
+    unchanged = made == now
+    if not unchanged and now is not None and postings.gone_beyond(conn, int(REFRESH_SHARE * now.rows)):
+        return None  # so much changed since (a re-index under way) that the run's end makes them again
     gone = np.empty(0, dtype=np.int64) if unchanged else postings.gone(conn)
     held = {t: int(counted[t] or 0) for t in loose}
     for term, column in columns.items():
@@ -259,12 +267,20 @@ def _best(touched: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], limit
 
 
 def _accumulator(top: int) -> npt.NDArray[np.float64]:
-    """This thread's zeroed score array for ids 0..top (kept between queries, zeroed again after each)."""
-    acc: npt.NDArray[np.float64] | None = getattr(_scratch, "acc", None)
-    if acc is None or len(acc) <= top:
-        acc = np.zeros(top + 1, dtype=np.float64)
-        _scratch.acc = acc
-    return acc
+    """A zeroed score array for ids 0..top, one of the idle ones when it is long enough (given back zeroed)."""
+    with _lock:
+        while _idle:
+            acc = _idle.pop()
+            if len(acc) > top:
+                return acc
+    return np.zeros(top + 1, dtype=np.float64)
+
+
+def _give_back(acc: npt.NDArray[np.float64]) -> None:
+    """Keep a zeroed accumulator for the next query (at most KEEP_ACCUMULATORS: one per concurrent query)."""
+    with _lock:
+        if len(_idle) < KEEP_ACCUMULATORS:
+            _idle.append(acc)
 
 
 def _store_key(conn: Connection, stamp: str) -> tuple[str, int, int, str] | None:
