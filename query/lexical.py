@@ -67,8 +67,8 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
         pruned = exact_top_k(conn, query, limit, WEIGHTS)
         if pruned is not None:
             return pruned
-    elif allowed.dense:  # the filter's chunks are one span of ids: the columns keep that span
-        scanned = _scanned(conn, query, limit, (allowed.low, allowed.high))
+    else:  # the columns keep the filter's span of ids, and in it the allowed documents' rows
+        scanned = _scanned(conn, query, limit, allowed)
         if scanned is not None:
             return scanned
     only, args = _only(allowed)
@@ -80,16 +80,16 @@ def _porter_ids(conn: Connection, query: LexicalQuery, limit: int,
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def _scanned(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int] | None = None,
+def _scanned(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | None = None,
              full: LexicalQuery | None = None) -> list[tuple[int, float]] | None:
     """The top limit from the posting columns (query/postings_scan.py), when the store keeps them and they serve
     the query (full: the query before its commonest words were left out, whose scores the answer has); None
     otherwise."""
     if not schema.meta_value(conn, schema.POSTINGS_STAMP_KEY):
         return None
-    from query.postings_scan import EVERY_ROW, postings_top_k  # numpy: only for a store that keeps columns
+    from query.postings_scan import postings_top_k  # numpy: only for a store that keeps columns
 
-    scanned = postings_top_k(conn, query, limit, span or EVERY_ROW, full)
+    scanned = postings_top_k(conn, query, limit, allowed, full)
     return None if scanned is None else scanned.rows
 
 

@@ -30,6 +30,7 @@ import numpy.typing as npt
 from pipeline import db, postings
 from pipeline.db import Connection, OperationalError
 from pipeline.impacts import REFRESH_SHARE, current_stamp, table_stats
+from query.filters import Allowed
 from query.frequency import frequencies
 from query.rescoring import K1, B, idf
 from query.shaping import Shaped
@@ -42,28 +43,31 @@ MAX_SCANNED = 1_000_000  # the column rows a query may score; past it FTS5's and
 FTS5_MOST = 4 * postings.POSTINGS_FROM  # a term without a column held by more rows: FTS5's plans are as cheap
 
 KEEP_ACCUMULATORS = 4
+KEEP_MASKS = 8  # filters' row masks a process keeps (a byte a chunk id each)
 COLUMNS_HELD = 320 * 2**20  # the bytes of decoded columns a process keeps (16 a row), least recently used out
 
 _lock = threading.Lock()
 _sizes: dict[tuple[str, int, int, str], npt.NDArray[np.float64]] = {}
 _columns: OrderedDict[tuple[str, int, int, str, str], postings.Column | None] = OrderedDict()
 _held = 0
+_masks: dict[tuple[str, int, int, str, str], npt.NDArray[np.bool_]] = {}
 _idle: list[npt.NDArray[np.float64]] = []  # zeroed accumulators (8 bytes a chunk id each)
 
 
-def postings_top_k(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int] = EVERY_ROW,
+def postings_top_k(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | None = None,
                    full: LexicalQuery | None = None) -> Shaped | None:
     """query's exact top limit (rowid, bm25) from the posting columns, or None when they cannot serve it.
 
-    span (low, high) keeps the rows of those chunk ids only (a filter's dense span, query/filters.py); the
-    IDFs stay the whole table's, as FTS5's bm25() with a rowid range keeps them. With full (the query
+    allowed (a filter's chunks, query/filters.py) keeps the rows of its span of ids, and of those only the
+    allowed documents' when the span holds others too; the IDFs stay the whole table's, as FTS5's bm25()
+    keeps them under a rowid constraint. With full (the query
     before query/frequency.py left out the words most rows hold), query finds the rows and full scores
     those that can be in its top limit: the answer is full's, each score its bm25()."""
     if query.excluded or not query.terms or limit < 1 or (full is not None and full.excluded):
         return None
     with db.read_snapshot(conn):
         try:
-            return _top(conn, query, limit, span, full)
+            return _top(conn, query, limit, allowed, full)
         except OperationalError:  # the columns' tables are missing: FTS5's plans answer (`knowledge check` says so)
             return None
 
@@ -79,14 +83,15 @@ class _Plan:
     gone: npt.NDArray[np.int64]
     unchanged: bool
     span: tuple[int, int]
+    mask: npt.NDArray[np.bool_] | None  # the allowed rows by id, for a filter whose span holds others too
 
 
-def _top(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int],
+def _top(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | None,
          full: LexicalQuery | None) -> Shaped | None:
     stats = table_stats(conn)
     dropped = tuple(t for t in full.terms if t not in query.terms) if full is not None else ()
     scorer = full if full is not None and dropped else query
-    plan = _plan(conn, scorer, span) if stats is not None else None
+    plan = _plan(conn, scorer, allowed) if stats is not None else None
     if plan is None or stats is None:
         return None
     if sum(len(c.ids) for t in query.terms if (c := plan.columns[t]) is not None) > MAX_SCANNED:
@@ -109,10 +114,10 @@ def _top(conn: Connection, query: LexicalQuery, limit: int, span: tuple[int, int
         found = _rescored(np.array([cid for cid, _ in found], dtype=np.int64), scorer, plan, parts, weights,
                           stats.avgdl)
     if not plan.unchanged:
+        only, args = allowed.rows() if allowed is not None else ("", ())
         found += [(int(r[0]), float(r[1])) for r in conn.execute(
             f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
-            " AND rowid BETWEEN ? AND ? ORDER BY s, rowid LIMIT ?",
-            (scorer.expression, max(plan.top + 1, span[0]), span[1], limit))]
+            f" AND rowid > ?{only} ORDER BY s, rowid LIMIT ?", (scorer.expression, plan.top, *args, limit))]
     found.sort(key=lambda item: (item[1], item[0]))
     return Shaped(found[:limit], True)
 
@@ -124,7 +129,11 @@ def _term_parts(conn: Connection, term: str, plan: _Plan, weight: float, avgdl: 
     """A term's rows and its phrase's part of their scores: from its column, else from FTS5."""
     column = plan.columns[term]
     if column is None:
-        return _fts5_part(conn, term, plan.span[0], min(plan.top, plan.span[1]))
+        ids, part = _fts5_part(conn, term, plan.span[0], min(plan.top, plan.span[1]))
+        if plan.mask is None:
+            return ids, part
+        keep = plan.mask[ids]
+        return ids[keep], part[keep]
     return column.ids, _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
 
 
@@ -187,7 +196,7 @@ def _part_at(ids: npt.NDArray[np.int64], part: npt.NDArray[np.float64],
     return at
 
 
-def _plan(conn: Connection, query: LexicalQuery, span: tuple[int, int]) -> _Plan | None:
+def _plan(conn: Connection, query: LexicalQuery, allowed: Allowed | None) -> _Plan | None:
     """The query's plan over the columns, or None when they cannot serve it."""
     made = postings.stamp_of(conn)
     stems = STEMMER.stems(query.terms)
@@ -214,15 +223,43 @@ def _plan(conn: Connection, query: LexicalQuery, span: tuple[int, int]) -> _Plan
     for term, column in columns.items():
         if column is not None:
             held[term] = column.held if unchanged else _held_now(conn, term, column, gone, top)
-    if span != EVERY_ROW:
-        columns = {t: None if c is None else _within(c, span) for t, c in columns.items()}
-    return _Plan(columns, held, top, tokens, gone, unchanged, span)
+    if allowed is None:
+        return _Plan(columns, held, top, tokens, gone, unchanged, EVERY_ROW, None)
+    span = (allowed.low, allowed.high)
+    mask = None if allowed.dense else _allowed_rows(conn, allowed, top, made.text())
+    columns = {t: None if c is None else _within(c, span, mask) for t, c in columns.items()}
+    return _Plan(columns, held, top, tokens, gone, unchanged, span, mask)
 
 
-def _within(column: postings.Column, span: tuple[int, int]) -> postings.Column:
-    """The column's rows with ids in span (views: the ids are sorted)."""
+def _within(column: postings.Column, span: tuple[int, int], mask: npt.NDArray[np.bool_] | None) -> postings.Column:
+    """The column's rows with ids in span (views: the ids are sorted), and of those the mask's."""
     low, high = np.searchsorted(column.ids, span[0]), np.searchsorted(column.ids, span[1], side="right")
-    return postings.Column(column.held, column.ids[low:high], column.counts[low:high])
+    ids, counts = column.ids[low:high], column.counts[low:high]
+    if mask is not None:
+        keep = mask[ids]
+        ids, counts = ids[keep], counts[keep]
+    return postings.Column(column.held, ids, counts)
+
+
+def _allowed_rows(conn: Connection, allowed: Allowed, top: int, stamp: str) -> npt.NDArray[np.bool_]:
+    """The filter's rows up to top as a mask by chunk id, kept per store, stamp and allowed documents (a chunk
+    id up to the columns' top always belongs to the document it was given to: ids are never given twice)."""
+    store = _store_key(conn, stamp)
+    key = None if store is None else (*store, allowed.documents)
+    with _lock:
+        kept = _masks.get(key) if key is not None else None
+    if kept is not None:
+        return kept
+    mask = np.zeros(top + 1, dtype=np.bool_)
+    rows = conn.execute("SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
+                        " AND id BETWEEN ? AND ?", (allowed.documents, allowed.low, min(allowed.high, top)))
+    mask[np.fromiter((int(r[0]) for r in rows), dtype=np.int64)] = True
+    if key is not None:
+        with _lock:
+            while len(_masks) >= KEEP_MASKS:
+                _masks.pop(next(iter(_masks)))
+            _masks[key] = mask
+    return mask
 
 
 def _parts(weight: float, counts: npt.NDArray[np.float64], tokens: npt.NDArray[np.float64],

@@ -11,6 +11,7 @@ import pytest
 from config.settings import Settings
 from pipeline import postings
 from pipeline.store import Store
+from query.filters import Allowed
 from query.lexical import search_ids
 from query.postings_scan import postings_top_k
 from query.reader import Reader
@@ -117,7 +118,7 @@ def test_a_span_of_chunk_ids_keeps_its_rows_with_the_whole_tables_idfs_as_fts5_k
         for n, text in enumerate(_queries(4, 40)):
             low, high = (n * 37) % (top // 2), (n * 37) % (top // 2) + top // 3
             query = build_query(text)
-            found = postings_top_k(reader.conn, query, 10, (low, high))
+            found = postings_top_k(reader.conn, query, 10, Allowed("[]", 0, low, high, dense=True))
             if found is None:
                 continue
             served += 1
@@ -161,3 +162,26 @@ def test_columns_a_re_index_has_outdated_leave_its_queries_to_fts5_until_the_run
         assert postings_top_k(reader.conn, query, 10) is None
         expected = [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (query.expression, 10))]
         assert search_ids(reader.conn, query, 10) == expected
+
+
+@pytest.mark.parametrize("path", ["docs/1*.md", "*7*"])
+def test_a_filter_keeps_its_documents_rows_whether_they_are_one_span_or_scattered(
+        columns_store: Settings, path: str) -> None:
+    from query.filters import Filter
+
+    with Reader(columns_store) as reader:
+        allowed = Filter.of(paths=[path]).allowed(reader.conn)
+        assert allowed is not None and not allowed.empty
+        only, args = allowed.rows()
+        served = 0
+        for text in _queries(6, 30):
+            query = build_query(text)
+            found = postings_top_k(reader.conn, query, 10, allowed)
+            if found is None:
+                continue
+            served += 1
+            expected = [(int(r[0]), float(r[1])) for r in reader.conn.execute(
+                "SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+                f"{only} ORDER BY score, rowid LIMIT 10", (query.expression, *args))]
+            assert found.rows == expected, (text, path)
+        assert served >= 20
