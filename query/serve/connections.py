@@ -13,8 +13,10 @@ one) to make room, so the attack costs its own sockets and never the clients tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import resource
+import socket
 import time
 from typing import Any
 
@@ -36,6 +38,19 @@ def fd_ceiling(wanted: int) -> int:
     return max(16, min(wanted, soft - FD_RESERVE - ACCEPT_BURST))
 
 
+def no_delay(transport: asyncio.BaseTransport) -> None:
+    """Send each write at once (TCP_NODELAY) on a TCP connection.
+
+    asyncio sets it only on sockets created with proto IPPROTO_TCP; the listening socket uvicorn binds
+    (and so every connection it accepts) has proto 0, so a response's body, written after its headers,
+    waited for the client's delayed ACK: ~40 ms on every request of a kept-alive connection.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class GuardedH11Protocol(H11Protocol):
     """H11Protocol with a deadline on each request's headers and a cap on open connections."""
 
@@ -49,6 +64,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Take the connection, make room for it past the cap, and start its header deadline."""
+        no_delay(transport)
         super().connection_made(transport)
         if len(self.connections) > self.max_connections and not self._make_room():
             LOG.warning("refused a connection: %d open, none idle (max_connections)", len(self.connections) - 1)

@@ -111,3 +111,38 @@ def test_a_request_body_dripped_past_the_header_timeout_is_closed(tmp_path: Path
                       b"Content-Length: 1000\r\n\r\ntoken=")
             assert closed_by_server([s], within=8) == 1
         answers(base)
+
+
+def test_a_connection_accepted_on_the_socket_serve_binds_sends_each_write_at_once() -> None:
+    import asyncio
+
+    import uvicorn
+
+    from query.serve.connections import no_delay
+
+    listening = uvicorn.Config(lambda *_: None, host="127.0.0.1", port=0).bind_socket()  # as serve binds it
+    seen: list[int] = []
+
+    class Recording(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))  # asyncio's own setting
+            no_delay(transport)
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    async def accept_one() -> None:
+        loop = asyncio.get_running_loop()
+        accepting = await loop.create_server(Recording, sock=listening)
+        port = listening.getsockname()[1]
+        _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
+        for _ in range(100):  # bounded: the server side's connection_made runs on a later turn of the loop
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+        accepting.close()
+
+    asyncio.run(accept_one())
+    # proto 0 on the bound socket: asyncio leaves Nagle on (seen[0] is 0 on Python 3.11), and a body written
+    # after its headers would wait for the client's delayed ACK (~40 ms a request on a kept-alive connection)
+    assert len(seen) == 2 and seen[1] == 1
