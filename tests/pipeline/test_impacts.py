@@ -9,8 +9,7 @@ import pytest
 
 from config.settings import Settings
 from pipeline import db, impacts, schema
-from pipeline.store import Store
-from tests.query.stores import build_store, store_settings
+from tests.query.stores import end_run, store_settings
 
 WORDS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(200)]
 ONE_WORD = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -26,20 +25,11 @@ def _docs(seed: int, count: int = 80) -> dict[str, str]:
             for d in range(count)}
 
 
-def _run(settings: Settings, docs: dict[str, str]) -> bool:
-    """Write docs, then end the run as the writer does (workers/write.py): whether the lists were made again."""
-    build_store(settings, docs)
-    store = Store(settings.db_path)
-    try:
-        return store.refresh_impacts()
-    finally:
-        store.close()
-
 
 @pytest.fixture
 def store(tmp_path: Path) -> Settings:
     settings = store_settings(tmp_path)
-    assert _run(settings, _docs(1))
+    assert end_run(settings, _docs(1))
     return settings
 
 
@@ -72,14 +62,14 @@ def test_a_small_change_keeps_the_lists_and_a_large_one_makes_them_again(store: 
     finally:
         conn.close()
     changed = {"docs/0.md": _docs(1)["docs/0.md"] + "\nwaa waa wab\n"}  # one document of 80: under REFRESH_SHARE
-    assert not _run(store, changed)
+    assert not end_run(store, changed)
     conn = _read(store)
     try:
         assert schema.meta_value(conn, impacts.STAMP_KEY) == first
         assert impacts.stale(conn) is False
     finally:
         conn.close()
-    assert _run(store, _docs(2))  # every document rewritten
+    assert end_run(store, _docs(2))  # every document rewritten
     conn = _read(store)
     try:
         now = impacts.current_stamp(conn)

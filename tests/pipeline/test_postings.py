@@ -14,11 +14,10 @@ from bench.lib.corpus import generate
 from config.loader import load_settings
 from config.settings import Settings
 from pipeline import postings, schema
-from pipeline.store import Store
 from query.lexical import search_ids
 from query.reader import Reader
 from query.terms import build_query
-from tests.query.stores import build_store, store_settings, zipf_docs
+from tests.query.stores import end_run, store_settings, zipf_docs
 
 WORDS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(300)]
 FULL = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -31,15 +30,6 @@ def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(postings, "MIN_ROWS", 1)
     monkeypatch.setattr(postings, "POSTINGS_FROM", 20)
 
-
-def _end_run(settings: Settings, docs: dict[str, str]) -> bool:
-    """Write docs, then end the run as the writer does (workers/write.py): whether anything was made again."""
-    build_store(settings, docs)
-    store = Store(settings.db_path)
-    try:
-        return store.refresh_impacts()
-    finally:
-        store.close()
 
 
 def _stamp(settings: Settings) -> str | None:
@@ -64,20 +54,20 @@ def test_a_run_ends_with_columns_that_a_small_change_keeps_and_a_large_one_makes
         tmp_path: Path, small_thresholds: Any) -> None:
     settings = store_settings(tmp_path)
     docs = zipf_docs(WORDS, 1, 100)
-    assert _end_run(settings, docs)
+    assert end_run(settings, docs)
     first = _stamp(settings)
     assert first
-    assert not _end_run(settings, {"docs/0.md": docs["docs/0.md"] + "\nmore wab wac\n"})  # under 5% changed
+    assert not end_run(settings, {"docs/0.md": docs["docs/0.md"] + "\nmore wab wac\n"})  # under 5% changed
     assert _stamp(settings) == first
     _exact(settings, _texts(1))  # the rewritten page is read as written since, its old rows as gone
-    assert _end_run(settings, zipf_docs(WORDS, 2, 40))  # 40 of 100 pages rewritten: made again
+    assert end_run(settings, zipf_docs(WORDS, 2, 40))  # 40 of 100 pages rewritten: made again
     assert _stamp(settings) not in (None, first)
     _exact(settings, _texts(2))
 
 
 def test_a_store_below_the_size_for_columns_keeps_none(tmp_path: Path) -> None:
     settings = store_settings(tmp_path)
-    _end_run(settings, zipf_docs(WORDS, 1, 30))
+    end_run(settings, zipf_docs(WORDS, 1, 30))
     assert not _stamp(settings)
     with Reader(settings) as reader:
         assert reader.conn.execute(f"SELECT count(*) FROM {schema.POSTINGS}").fetchone()[0] == 0

@@ -46,6 +46,17 @@ def build_store(settings: Settings, docs: dict[str, str]) -> Settings:
     return settings
 
 
+def end_run(settings: Settings, docs: dict[str, str]) -> bool:
+    """Write docs, then end the run as the writer does (workers/write.py): whether the impact lists or the
+    posting columns were made again."""
+    build_store(settings, docs)
+    store = Store(settings.db_path)
+    try:
+        return store.refresh_impacts()
+    finally:
+        store.close()
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:

@@ -15,8 +15,8 @@ from query.frequency import frequencies, listed_counts
 from query.lexical import COLUMN_WEIGHTS, search_ids
 from query.reader import Reader
 from query.terms import build_query
-from tests.pipeline.test_impacts import _docs, _run
-from tests.query.stores import store_settings
+from tests.pipeline.test_impacts import _docs
+from tests.query.stores import end_run, store_settings
 
 FULL = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
         " ORDER BY score, rowid LIMIT ?")
@@ -25,7 +25,7 @@ FULL = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE
 @pytest.fixture
 def listed(tmp_path: Path) -> Settings:
     settings = store_settings(tmp_path)
-    _run(settings, _docs(1, 150))
+    end_run(settings, _docs(1, 150))
     return settings
 
 
@@ -55,7 +55,7 @@ def test_common_word_queries_answer_as_the_full_query_row_for_row_and_score_for_
 
 def test_after_a_small_run_new_rows_join_and_every_score_is_todays(listed: Settings) -> None:
     fresh = {"docs/new.md": "# waa waa waa\n\nwaa waa wab waa\n"}  # a row written after the stamp, best for waa
-    assert not _run(listed, fresh)  # too small a change to make the lists again
+    assert not end_run(listed, fresh)  # too small a change to make the lists again
     with Reader(listed) as reader:
         new_ids = {int(r[0]) for r in reader.conn.execute(
             "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.path = 'docs/new.md'")}
@@ -92,7 +92,7 @@ def test_a_fresh_reader_takes_the_common_terms_counts_from_the_lists_and_they_ar
         terms = sorted(listed_counts(reader.conn))
         assert terms and {t: n for t, n in frequencies(reader.conn, tuple(terms))[1].items()} == vocabulary_counts(
             reader, terms)
-    assert not _run(listed, {"docs/new.md": "# waa\n\nwaa wab\n"})  # the stamp no longer holds
+    assert not end_run(listed, {"docs/new.md": "# waa\n\nwaa wab\n"})  # the stamp no longer holds
     with Reader(listed) as reader:
         assert listed_counts(reader.conn) == {}
         assert dict(frequencies(reader.conn, tuple(terms))[1]) == vocabulary_counts(reader, terms)
