@@ -89,16 +89,10 @@ def _idf(rows: int, held: int | None) -> float:
     return value if value > 0 else 1e-6
 
 
-@functools.lru_cache(maxsize=65536)
-def _stemmed(words: tuple[str, ...]) -> frozenset[str]:
-    """A name field's words as the porter index reads them (each name's once per process)."""
-    stems = STEMMER.stems(set(words))
-    return frozenset(stems.get(w, w) for w in words)
-
-
 def names_bonus(terms: Mapping[str, float], names: Mapping[int, Sequence[str]]) -> dict[int, float]:
     """{document id: what its name field adds} for query terms {stem: idf} and documents' name words."""
-    fields = {doc: _stemmed(tuple(words)) for doc, words in names.items()}
+    stems = STEMMER.stems({w for words in names.values() for w in words})
+    fields = {doc: {stems.get(w, w) for w in words} for doc, words in names.items()}
     mean = sum(len(words) for words in names.values()) / len(names) if names else 0.0
     out: dict[int, float] = {}
     for doc, held in fields.items():
