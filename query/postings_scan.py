@@ -60,9 +60,9 @@ def postings_top_k(conn: Connection, query: LexicalQuery, limit: int, allowed: A
 
     allowed (a filter's chunks, query/filters.py) keeps the rows of its span of ids, and of those only the
     allowed documents' when the span holds others too; the IDFs stay the whole table's, as FTS5's bm25()
-    keeps them under a rowid constraint. With full (the query
-    before query/frequency.py left out the words most rows hold), query finds the rows and full scores
-    those that can be in its top limit: the answer is full's, each score its bm25()."""
+    keeps them under a rowid constraint. With full (the query before query/frequency.py left out the
+    words most rows hold), query finds the rows and full scores those that can be in its top limit: the
+    answer is full's, each score its bm25()."""
     if query.excluded or not query.terms or limit < 1 or (full is not None and full.excluded):
         return None
     with db.read_snapshot(conn):
@@ -111,7 +111,7 @@ def _top(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | N
     else:
         found = _accumulated(query, plan, parts, limit, slack)
     if dropped:
-        found = _rescored(np.array([cid for cid, _ in found], dtype=np.int64), scorer, plan, parts, weights,
+        found = _rescored(conn, np.array([cid for cid, _ in found], dtype=np.int64), scorer, plan, parts, weights,
                           stats.avgdl)
     if not plan.unchanged:
         only, args = allowed.rows() if allowed is not None else ("", ())
@@ -158,17 +158,16 @@ def _accumulated(query: LexicalQuery, plan: _Plan, parts: dict[str, Parts], limi
         _give_back(acc)
 
 
-def _rescored(rows: npt.NDArray[np.int64], query: LexicalQuery, plan: _Plan, parts: dict[str, Parts],
-              weights: dict[str, float], avgdl: float) -> list[tuple[int, float]]:
+def _rescored(conn: Connection, rows: npt.NDArray[np.int64], query: LexicalQuery, plan: _Plan,
+              parts: dict[str, Parts], weights: dict[str, float], avgdl: float) -> list[tuple[int, float]]:
     """rows scored by every phrase of the query, in its order: bm25() of the full expression, to the bit."""
     total = np.zeros(len(rows), dtype=np.float64)
     for term in query.terms:
-        if term in parts:
-            ids, part = parts[term]
+        column = plan.columns[term]
+        if term in parts or column is None:  # (a left-out word without a column: FTS5 scores its phrase)
+            ids, part = parts[term] if term in parts else _term_parts(conn, term, plan, weights[term], avgdl)
             at = _part_at(ids, part, rows)
         else:  # a word most rows hold: its part at these rows only
-            column = plan.columns[term]
-            assert column is not None  # _plan declines a query whose every term lacks one
             found = _positions(column.ids, rows)
             at = np.zeros(len(rows), dtype=np.float64)
             hit = found >= 0
@@ -272,7 +271,7 @@ def _fts5_part(conn: Connection, term: str, low: int,
                high: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """A term without a column: its rows low..high and the phrase's part of their scores, by FTS5 itself."""
     rows = conn.execute(f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) FROM chunks_fts WHERE chunks_fts MATCH ?"
-                        " AND rowid BETWEEN ? AND ?", (quote(term), low, high)).fetchall()
+                        " AND rowid BETWEEN ? AND ? ORDER BY rowid", (quote(term), low, high)).fetchall()
     ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
     return ids, -np.fromiter((float(r[1]) for r in rows), dtype=np.float64, count=len(rows))
 
