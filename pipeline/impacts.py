@@ -113,7 +113,31 @@ def stale(conn: Connection) -> bool:
     return added + removed >= REFRESH_SHARE * max(now.rows, made.rows)
 
 
-def refresh(conn: Connection, force: bool = False) -> bool:
+class Vocabulary:
+    """The porter terms held by many rows and their row counts, read once for the run's end.
+
+    FTS5's row vocabulary counts a term's rows by walking its doclist, so a read of it walks the whole
+    index; the impact lists and the posting columns (pipeline/postings.py) both need the frequent terms,
+    and the first read, of every term held by `floor` rows or more, serves both.
+    """
+
+    def __init__(self, conn: Connection, floor: int = 0) -> None:
+        self.conn = conn
+        self.floor = floor
+        self._found: list[tuple[str, int]] | None = None
+        self._least = 0
+
+    def held_from(self, least: int) -> list[tuple[str, int]]:
+        """(term, rows holding it) of every term held by `least` rows or more."""
+        if self._found is None or least < self._least:
+            self._least = min(least, self.floor) if self.floor else least
+            self.conn.execute(schema.IMPACT_VOCAB_DDL)
+            self._found = [(str(t), int(n)) for t, n in self.conn.execute(
+                f"SELECT term, doc FROM {schema.IMPACT_VOCAB} WHERE doc >= ?", (self._least,))]
+        return [(t, n) for t, n in self._found if n >= least]
+
+
+def refresh(conn: Connection, force: bool = False, vocabulary: Vocabulary | None = None) -> bool:
     """Make the lists again when stale (or force), in the caller's write transaction; whether they were."""
     if not force and not stale(conn):
         return False
@@ -121,17 +145,15 @@ def refresh(conn: Connection, force: bool = False) -> bool:
     conn.execute(f"DELETE FROM {FLOORS}")
     stamp = current_stamp(conn)
     if stamp is not None:
-        for term, held in common_terms(conn, stamp.rows):
+        for term, held in common_terms(vocabulary or Vocabulary(conn), stamp.rows):
             _list(conn, term, held)
     schema.write_meta(conn, {STAMP_KEY: stamp.text() if stamp else "", WEIGHTS_KEY: _weights_text()})
     return True
 
 
-def common_terms(conn: Connection, rows: int) -> list[tuple[str, int]]:
+def common_terms(vocabulary: Vocabulary, rows: int) -> list[tuple[str, int]]:
     """(term, rows holding it) of every porter term above COMMON_SHARE whose quoted form matches itself."""
-    conn.execute(schema.IMPACT_VOCAB_DDL)
-    found = [(str(t), int(n)) for t, n in conn.execute(f"SELECT term, doc FROM {schema.IMPACT_VOCAB} WHERE doc > ?",
-                                                        (int(rows * COMMON_SHARE),))]
+    found = vocabulary.held_from(int(rows * COMMON_SHARE) + 1)
     fixed = _fixed_points([t for t, _ in found])
     return [(t, n) for t, n in found if t in fixed]
 

@@ -1,11 +1,11 @@
-"""The posting columns the writer keeps: each mid-frequency porter term's rows and weighted counts, as arrays.
+"""The posting columns the writer keeps: each frequent porter term's rows and weighted counts, as arrays.
 
 FTS5 finds a term's rows fast (a count of 20,000 rows takes ~1 ms at a million chunks) but its bm25()
 costs about a microsecond a row, so a keyword query over terms each held by a few percent of the
 chunks spends tens of milliseconds scoring. So the writer keeps, for every term held by at least
-POSTINGS_FROM rows, its rows as sorted ids (gaps, 16 bits where
-every gap fits) and each row's column-weighted count of the term (body 1, heading 2, as query/lexical.py
-weighs them), plus every row's token count. query/postings_scan.py scores them with numpy, to the bit
+POSTINGS_FROM rows, its rows as sorted ids (gaps, 16 bits where every gap fits) and each row's
+column-weighted count of the term (body 1, heading 2, as query/lexical.py weighs them), plus every
+row's token count. query/postings_scan.py scores them with numpy, to the bit
 of what bm25() gives.
 
 The words most rows hold have columns too: a query that leaves them out to find its rows
@@ -27,13 +27,14 @@ import numpy.typing as npt
 
 from pipeline import schema
 from pipeline.db import Connection
-from pipeline.impacts import REFRESH_SHARE, Stamp, current_stamp, varints
+from pipeline.impacts import REFRESH_SHARE, Stamp, Vocabulary, current_stamp, varints
 
 POSTINGS_FROM = 1024
 MIN_ROWS = 20_000
 WEIGHTS = (1, 2)  # the body's and the heading's weight (query/lexical.py's COLUMN_WEIGHTS, as integers)
 STAMP_KEY = schema.POSTINGS_STAMP_KEY
 WEIGHTS_KEY = schema.POSTINGS_WEIGHTS_KEY
+POSTINGS_TOP = schema.POSTINGS_TOP_KEY  # the chunks_gone trigger lists the deleted rows up to this id
 WIDE_GAPS = 1  # `wide` bits: the gaps are 32-bit, the counts 16-bit
 WIDE_COUNTS = 2
 
@@ -71,13 +72,12 @@ def stale(conn: Connection, min_rows: int | None = None) -> bool:
     return added + gone >= REFRESH_SHARE * max(now.rows, made.rows)
 
 
-POSTINGS_TOP = schema.POSTINGS_TOP_KEY
-
-
-def refresh(conn: Connection, force: bool = False, least: int | None = None, min_rows: int | None = None) -> bool:
+def refresh(conn: Connection, force: bool = False, least: int | None = None, min_rows: int | None = None,
+            vocabulary: Vocabulary | None = None) -> bool:
     """Make the columns again when stale (or force), in the caller's write transaction; whether they were.
 
-    least and min_rows default to POSTINGS_FROM and MIN_ROWS, read when called."""
+    least and min_rows default to POSTINGS_FROM and MIN_ROWS, read when called; vocabulary is the run
+    end's one read of the frequent terms (shared with the impact lists)."""
     least = POSTINGS_FROM if least is None else least
     min_rows = MIN_ROWS if min_rows is None else min_rows
     if not force and not stale(conn, min_rows):
@@ -88,11 +88,8 @@ def refresh(conn: Connection, force: bool = False, least: int | None = None, min
     if stamp is None or stamp.rows < min_rows:
         schema.write_meta(conn, {STAMP_KEY: "", WEIGHTS_KEY: "", POSTINGS_TOP: ""})
         return True
-    conn.execute(schema.IMPACT_VOCAB_DDL)
     conn.execute(schema.INSTANCE_VOCAB_DDL)
-    terms = [(str(t), int(n)) for t, n in conn.execute(
-        f"SELECT term, doc FROM {schema.IMPACT_VOCAB} WHERE doc >= ?", (least,))]
-    for term, _ in terms:
+    for term, _ in (vocabulary or Vocabulary(conn)).held_from(least):
         _column(conn, term)
     conn.execute(f"INSERT INTO {schema.POSTINGS_SIZES}(id, top, tokens) VALUES (1, ?, ?)",
                  (stamp.top, _sizes(conn, stamp.top).tobytes()))

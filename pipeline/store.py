@@ -213,12 +213,13 @@ class Store:
     def refresh_impacts(self) -> bool:
         """Make the common terms' impact lists and the posting columns again when the run changed enough rows
         (pipeline/impacts.py, pipeline/postings.py), each in one transaction; whether either was made."""
-        with self.transaction() as conn:
-            lists = impacts.refresh(conn)
         from pipeline import postings  # numpy: loaded by the writer, never by a read command
 
+        vocabulary = impacts.Vocabulary(self.conn, floor=postings.POSTINGS_FROM)  # one walk of the index for both
         with self.transaction() as conn:
-            return postings.refresh(conn) or lists
+            lists = impacts.refresh(conn, vocabulary=vocabulary)
+        with self.transaction() as conn:
+            return postings.refresh(conn, vocabulary=vocabulary) or lists
 
     def document_count(self) -> int:
         """Number of documents stored."""

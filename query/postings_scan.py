@@ -46,8 +46,10 @@ KEEP_ACCUMULATORS = 4
 KEEP_MASKS = 8  # filters' row masks a process keeps (a byte a chunk id each)
 COLUMNS_HELD = 320 * 2**20  # the bytes of decoded columns a process keeps (16 a row), least recently used out
 
+StoreKey = tuple[str, int, int, str]  # the store file (path, device, inode) and the columns' stamp
+
 _lock = threading.Lock()
-_sizes: dict[tuple[str, int, int, str], npt.NDArray[np.float64]] = {}
+_sizes: dict[StoreKey, npt.NDArray[np.float64]] = {}
 _columns: OrderedDict[tuple[str, int, int, str, str], postings.Column | None] = OrderedDict()
 _held = 0
 _masks: dict[tuple[str, int, int, str, str], npt.NDArray[np.bool_]] = {}
@@ -201,7 +203,10 @@ def _plan(conn: Connection, query: LexicalQuery, allowed: Allowed | None) -> _Pl
     stems = STEMMER.stems(query.terms)
     if made is None or any(not stems[t] or " " in stems[t] for t in query.terms):
         return None
-    read = {stem: _column(conn, stem, made.text()) for stem in dict.fromkeys(stems[t] for t in query.terms)}
+    store = _store_key(conn, made.text())  # what the values kept in the process are valid for
+    if store is None:
+        return None
+    read = {stem: _column(conn, stem, store) for stem in dict.fromkeys(stems[t] for t in query.terms)}
     if not any(read.values()):
         return None  # no term is held by many rows: FTS5 alone is as fast
     columns = {t: read[stems[t]] for t in query.terms}
@@ -209,7 +214,7 @@ def _plan(conn: Connection, query: LexicalQuery, allowed: Allowed | None) -> _Pl
     _, counted = frequencies(conn, loose)
     if any(counted.get(t) is None or int(counted[t] or 0) > FTS5_MOST for t in loose):
         return None
-    sizes = _sizes_of(conn, made.text())
+    sizes = _sizes_of(conn, store)
     if sizes is None:
         return None
     top, tokens = sizes
@@ -225,7 +230,7 @@ def _plan(conn: Connection, query: LexicalQuery, allowed: Allowed | None) -> _Pl
     if allowed is None:
         return _Plan(columns, held, top, tokens, gone, unchanged, EVERY_ROW, None)
     span = (allowed.low, allowed.high)
-    mask = None if allowed.dense else _allowed_rows(conn, allowed, top, made.text())
+    mask = None if allowed.dense else _allowed_rows(conn, allowed, top, store)
     columns = {t: None if c is None else _within(c, span, mask) for t, c in columns.items()}
     return _Plan(columns, held, top, tokens, gone, unchanged, span, mask)
 
@@ -240,24 +245,22 @@ def _within(column: postings.Column, span: tuple[int, int], mask: npt.NDArray[np
     return postings.Column(column.held, ids, counts)
 
 
-def _allowed_rows(conn: Connection, allowed: Allowed, top: int, stamp: str) -> npt.NDArray[np.bool_]:
+def _allowed_rows(conn: Connection, allowed: Allowed, top: int, store: StoreKey) -> npt.NDArray[np.bool_]:
     """The filter's rows up to top as a mask by chunk id, kept per store, stamp and allowed documents (a chunk
     id up to the columns' top always belongs to the document it was given to: ids are never given twice)."""
-    store = _store_key(conn, stamp)
-    key = None if store is None else (*store, allowed.documents)
+    key = (*store, allowed.documents)
     with _lock:
-        kept = _masks.get(key) if key is not None else None
+        kept = _masks.get(key)
     if kept is not None:
         return kept
     mask = np.zeros(top + 1, dtype=np.bool_)
     rows = conn.execute("SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
                         " AND id BETWEEN ? AND ?", (allowed.documents, allowed.low, min(allowed.high, top)))
     mask[np.fromiter((int(r[0]) for r in rows), dtype=np.int64)] = True
-    if key is not None:
-        with _lock:
-            while len(_masks) >= KEEP_MASKS:
-                _masks.pop(next(iter(_masks)))
-            _masks[key] = mask
+    with _lock:
+        while len(_masks) >= KEEP_MASKS:
+            _masks.pop(next(iter(_masks)))
+        _masks[key] = mask
     return mask
 
 
@@ -319,7 +322,7 @@ def _give_back(acc: npt.NDArray[np.float64]) -> None:
             _idle.append(acc)
 
 
-def _store_key(conn: Connection, stamp: str) -> tuple[str, int, int, str] | None:
+def _store_key(conn: Connection, stamp: str) -> StoreKey | None:
     """The store file (path, device, inode) and the columns' stamp: what a kept value is valid for."""
     db_path = str(conn.execute("PRAGMA database_list").fetchone()[2])
     try:
@@ -329,12 +332,9 @@ def _store_key(conn: Connection, stamp: str) -> tuple[str, int, int, str] | None
     return db_path, info.st_dev, info.st_ino, stamp
 
 
-def _column(conn: Connection, stem: str, stamp: str) -> postings.Column | None:
+def _column(conn: Connection, stem: str, store: StoreKey) -> postings.Column | None:
     """A term's column, decoded once and kept in the process while the columns are the same (COLUMNS_HELD bytes)."""
     global _held
-    store = _store_key(conn, stamp)
-    if store is None:
-        return postings.column(conn, stem)
     key = (*store, stem)
     with _lock:
         if key in _columns:
@@ -355,13 +355,10 @@ def _column(conn: Connection, stem: str, stamp: str) -> postings.Column | None:
     return found
 
 
-def _sizes_of(conn: Connection, stamp: str) -> tuple[int, npt.NDArray[np.float64]] | None:
+def _sizes_of(conn: Connection, store: StoreKey) -> tuple[int, npt.NDArray[np.float64]] | None:
     """The columns' row sizes, kept per store file and stamp in the process (a Reader per request reads them once)."""
-    key = _store_key(conn, stamp)
-    if key is None:
-        return None
     with _lock:
-        kept = _sizes.get(key)
+        kept = _sizes.get(store)
     if kept is not None:
         return len(kept) - 1, kept
     found = postings.sizes(conn)
@@ -369,5 +366,5 @@ def _sizes_of(conn: Connection, stamp: str) -> tuple[int, npt.NDArray[np.float64
         return None
     with _lock:
         _sizes.clear()  # one store's sizes at a time: a process serves one store
-        _sizes[key] = found[1]
+        _sizes[store] = found[1]
     return found
