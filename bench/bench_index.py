@@ -16,6 +16,11 @@ detached `git worktree` of it under --out, in the same run (first), and reports 
 against it: the figure to read when a change makes the writer itself faster. --rounds N repeats
 the whole sequence N times (interleaved) and reports medians.
 
+With --bound-rounds N and --baseline REF it measures instead the cost of a change to the run itself
+(the extraction bound of pipeline/extraction.py: every file read in a reused child process): N
+interleaved rounds of a first run of REF's `knowledge index` and of this tree's, reporting the
+median wall and CPU seconds (the children's included) and their ratios.
+
 With --metrics-rounds N it measures instead the cost of metrics on (b): N interleaved rounds of a
 first run with no exporter configured, with the OTLP metrics exporter (every second, to a loopback
 sink that accepts and drops the requests) and with OTLP traces and metrics; it reports the median
@@ -165,12 +170,52 @@ def metrics_overhead(corpus: Path, out: Path, rounds: int) -> dict[str, Any]:
             "sink_requests": sink.requests, "sink_megabytes": round(sink.bytes / 1e6, 2)}
 
 
+def baseline_index(tree: Path, corpus: Path, store_base: Path) -> float:
+    """Seconds of a first `knowledge index CORPUS --json` run by tree's code."""
+    command, env = tree_python(tree, "-c", "import cli; cli.run()", "index", str(corpus), "--json")
+    env["KNOWLEDGE_STORE_DIR"] = str(store_base)
+    start = time.perf_counter()
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    took = time.perf_counter() - start
+    assert json.loads(proc.stdout)["state"] == "complete", proc.stdout
+    return took
+
+
+def run_cost(tree: Path, corpus: Path, out: Path, rounds: int) -> dict[str, Any]:
+    """Median first-run wall and CPU seconds of tree's code and this tree's, interleaved, and their ratios."""
+    seconds: dict[str, list[float]] = {"baseline": [], "this_tree": []}
+    cpu: dict[str, list[float]] = {"baseline": [], "this_tree": []}
+    for _ in range(rounds):
+        for name in ("baseline", "this_tree"):
+            store_base = out / f"cost-{name}"
+            shutil.rmtree(store_base, ignore_errors=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if name == "baseline":
+                took = baseline_index(tree, corpus, store_base)
+            else:
+                took, summary = knowledge_index(corpus, store_base)
+                assert summary["state"] == "complete", summary
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            seconds[name].append(took)
+            cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+
+    def report(values: dict[str, list[float]]) -> dict[str, object]:
+        base = statistics.median(values["baseline"])
+        return {"median_s": {name: round(statistics.median(v), 2) for name, v in values.items()},
+                "all_s": {name: [round(x, 2) for x in v] for name, v in values.items()},
+                "this_over_baseline": round(statistics.median(values["this_tree"]) / base, 3)}
+
+    return {"rounds": rounds, "wall": report(seconds), "cpu": report(cpu)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=OUT / "index")
     parser.add_argument("--baseline", default=None, help="also measure the floor of this commit (e.g. main)")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the sequence, reporting medians")
+    parser.add_argument("--bound-rounds", type=int, default=0,
+                        help="with --baseline: interleaved first runs of that commit and this tree instead")
     parser.add_argument("--metrics-rounds", type=int, default=0,
                         help="measure the metrics overhead over this many interleaved rounds instead")
     args = parser.parse_args()
@@ -185,6 +230,11 @@ def main() -> None:
                           **metrics_overhead(corpus, args.out, args.metrics_rounds)}))
         return
     tree = baseline_tree(args.baseline, args.out) if args.baseline else None
+    if args.bound_rounds and tree is not None:
+        machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
+        print(json.dumps({"machine": machine, "files": args.files, "megabytes": round(mb, 1),
+                          "baseline": args.baseline, **run_cost(tree, corpus, args.out, args.bound_rounds)}))
+        return
     runs: dict[str, list[float]] = {"baseline_floor_s": [], "floor_s": [], "first_run_s": [], "no_change_s": []}
     first: dict[str, Any] = {}
     again: dict[str, Any] = {}

@@ -41,6 +41,7 @@ QUEUE = "messaging.destination.name"
 
 # Skip and failure reasons carry paths, sizes and offsets; a metric attribute carries only their class.
 _REASON_CLASSES = (
+    ("knowledge.extraction.timeout", "timeout"), ("knowledge.extraction.memory", "memory"),
     ("file name", "bad_name"), ("too large", "too_large"), ("binary", "binary"), ("not utf-8", "encoding"),
     ("symlink", "symlink"), ("vanished", "vanished"),
     ("excluded by", "excluded"), ("dot ", "dot"), ("memory directory", "store"), ("the store's own", "store"),

@@ -36,6 +36,8 @@ ENV_BROKER_URL = "KNOWLEDGE_BROKER_URL"
 ENV_NAME = "KNOWLEDGE_NAME"
 DEFAULT_FILE = "knowledge.yaml"
 
+MIN_EXTRACTION_MIB = 128  # below this the reading process cannot start Python and a format's library
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
 
 
@@ -277,11 +279,21 @@ def _check_values(settings: Settings, where: str) -> None:
                           f"more than 0 s, got {settings.publish.keep} and {settings.publish.poll_interval:g}")
     if settings.fetch_timeout <= 0:
         raise ConfigError(f"{where}: knowledge.fetch_timeout must be more than 0 s, got {settings.fetch_timeout:g}")
+    _check_extraction(settings, where)
     if not 0 <= settings.rm_max_percent <= 100:
         raise ConfigError(f"{where}: knowledge.rm_max_percent must be between 0 and 100, got {settings.rm_max_percent}")
     if settings.workers < 1 or settings.batch_files < 1:
         raise ConfigError(f"{where}: knowledge.workers and knowledge.batch_files must be at least 1")
     _check_languages(settings, where)
+
+
+def _check_extraction(settings: Settings, where: str) -> None:
+    """knowledge.extraction: a deadline above 0 s, a per-MiB share of at least 0 s, room for a reader to start."""
+    bound = settings.extraction
+    if bound.timeout <= 0 or bound.timeout_per_mib < 0 or bound.memory < MIN_EXTRACTION_MIB:
+        raise ConfigError(f"{where}: knowledge.extraction.timeout must be more than 0 s, timeout_per_mib at least 0 s "
+                          f"and memory at least {MIN_EXTRACTION_MIB} (MiB), got {bound.timeout:g}, "
+                          f"{bound.timeout_per_mib:g} and {bound.memory}")
 
 
 _LANGUAGE_TAG = r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*"

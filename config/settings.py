@@ -162,6 +162,21 @@ class LanguageSettings:
 
 
 @dataclass(frozen=True)
+class ExtractionSettings:
+    """The bound on reading one file or fetched page: a deadline and a memory limit (pipeline/extraction.py)."""
+
+    timeout: float = field(default=10.0, metadata=_help(
+        "Seconds of CPU one file's extraction may take at least (`10s` works too); past its deadline the file "
+        "is skipped as `took longer than N s` and the rest of the run lands."))
+    timeout_per_mib: float = field(default=4.0, metadata=_help(
+        "Seconds added to the deadline per MiB of the file (a 16 MiB PDF gets 64 s; the deadline is the larger "
+        "of the two)."))
+    memory: int = field(default=1024, metadata=_help(
+        "MiB of address space the process reading a file may use; past it the file is skipped as "
+        "`needed more than N MiB`."))
+
+
+@dataclass(frozen=True)
 class Settings:
     """The whole `knowledge:` block, with the store location resolved."""
 
@@ -181,6 +196,8 @@ class Settings:
     fetch_timeout: float = field(
         default=30.0, metadata=_help("Deadline of one web page's whole fetch in seconds (`30s` works too).")
     )
+    extraction: ExtractionSettings = field(default_factory=ExtractionSettings, metadata=_help(
+        "The deadline and memory limit of reading one file (docs/formats.md#limits)."))
     directory: str = field(
         default="", metadata=_help("Store directory; absolute is used as is, relative is under the store base.")
     )

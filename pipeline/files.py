@@ -7,13 +7,16 @@ import errno
 import hashlib
 import os
 import stat
+from dataclasses import dataclass
+from typing import Any
 
 from config.errors import FileSkipped, PipelineError
 from pipeline import formats
 from pipeline.chunker import chunk_text
+from pipeline.extraction import Caller, inline
 from pipeline.front_matter import split as split_front_matter
 from pipeline.languages import document_hint
-from pipeline.models import Document, FileJob
+from pipeline.models import Chunk, Document, FileJob
 from pipeline.walker import not_regular
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -131,19 +134,25 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def ingest_file(job: FileJob, force: bool = False) -> Document | str:
-    """Read, hash and chunk one file; a leading front-matter block gives fields and title, not text.
+@dataclass(frozen=True)
+class Parsed:
+    """What a file's bytes hold: its title, sections, front-matter fields and language."""
 
-    A markdown or text file is chunked as written; any other format goes through its extractor
-    (pipeline/formats) to the same markdown first. Returns the Document, or the string "unchanged"
-    when the content hash equals the stored one (and force is off). Raises FileSkipped (not
-    indexable) or PipelineError (read failure).
+    title: str | None
+    chunks: list[Chunk]
+    fields: dict[str, Any]
+    front_matter_error: str | None
+    language: tuple[str, str] | None
+
+
+def parse_file(path: str, data: bytes) -> Parsed:
+    """The sections of a file's bytes, read by the format of path; raise FileSkipped when none can be read.
+
+    A markdown or text file is chunked as written (a leading front-matter block gives fields and
+    title, not text); any other format goes through its extractor (pipeline/formats) to the same
+    markdown first. Ingest runs this under the extraction bound (pipeline/extraction.py).
     """
-    fmt = formats.format_of(job.path)
-    data, st = read_bytes(job.on_disk(job.path), job.on_disk(job.root))
-    digest = sha256_hex(data)
-    if not force and job.stored_sha256 == digest:
-        return "unchanged"
+    fmt = formats.format_of(path)
     if fmt is None or fmt.name in formats.PLAIN:
         matter = split_front_matter(decode(data))
         chunked = chunk_text(matter.body)
@@ -152,18 +161,35 @@ def ingest_file(job: FileJob, force: bool = False) -> Document | str:
         extracted = fmt.extract(data)
         chunked = chunk_text(extracted.text)
         title, fields, error = extracted.title, extracted.fields, extracted.front_matter_error
-    if fmt is not None and fmt.name not in formats.PLAIN and not chunked.chunks:
-        raise FileSkipped(f"no text found in this {fmt.name} file")
+        if not chunked.chunks:
+            raise FileSkipped(f"no text found in this {fmt.name} file")
+    title = title or chunked.title
+    language = document_hint(fields, title, (c.body for c in chunked.chunks))
+    return Parsed(title, chunked.chunks, fields, error, language)
+
+
+def ingest_file(job: FileJob, force: bool = False, call: Caller = inline) -> Document | str:
+    """Read, hash and parse one file (parse_file, run by call: in a bounded child when ingest runs it).
+
+    Returns the Document, or the string "unchanged" when the content hash equals the stored one
+    (and force is off). Raises FileSkipped (not indexable, or past the extraction bound) or
+    PipelineError (read failure).
+    """
+    data, st = read_bytes(job.on_disk(job.path), job.on_disk(job.root))
+    digest = sha256_hex(data)
+    if not force and job.stored_sha256 == digest:
+        return "unchanged"
+    parsed = call(parse_file, job.path, data, size=len(data))
     return Document(
         path=job.path,
         root=job.root,
         sha256=digest,
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,
-        title=title or chunked.title,
-        chunks=chunked.chunks,
-        fields=fields,
-        front_matter_error=error,
+        title=parsed.title,
+        chunks=parsed.chunks,
+        fields=parsed.fields,
+        front_matter_error=parsed.front_matter_error,
         policy=formats.policy_of(job.path),
-        language=document_hint(fields, title or chunked.title, (c.body for c in chunked.chunks)),
+        language=parsed.language,
     )

@@ -33,6 +33,8 @@ from config.errors import FetchError, FileSkipped
 from config.urls import WEB_SCHEMES
 from pipeline import formats
 from pipeline.chunker import chunk_text
+from pipeline.extraction import Caller, inline
+from pipeline.files import Parsed
 from pipeline.fingerprint import StoredStat
 from pipeline.html_text import html_to_text, strip_controls
 from pipeline.languages import document_hint
@@ -85,11 +87,13 @@ def url_jobs(urls: Iterable[str], stored: dict[str, StoredStat], reindex: bool,
 
 
 def ingest_url(job: FileJob, force: bool = False, client: httpx.Client | None = None,
-               total_seconds: float = TOTAL_SECONDS) -> Document | PageUnchanged:
+               total_seconds: float = TOTAL_SECONDS, call: Caller = inline) -> Document | PageUnchanged:
     """Fetch (within total_seconds in all), convert, hash and chunk the page job.path names.
 
-    Returns PageUnchanged when the server answers 304 or the text's hash equals the stored one
-    (and force is off). Raises FileSkipped (not HTML or text, too large, binary) or FetchError.
+    The conversion (parse_page) is run by call: in a bounded child when ingest runs it. Returns
+    PageUnchanged when the server answers 304 or the text's hash equals the stored one (and force
+    is off). Raises FileSkipped (not HTML or text, too large, binary, past the extraction bound) or
+    FetchError.
     """
     conditional = not force and job.stored_sha256 is not None and job.mtime_ns > 0
     since = job.mtime_ns if conditional else 0
@@ -100,16 +104,24 @@ def ingest_url(job: FileJob, force: bool = False, client: httpx.Client | None = 
         response = fetch(client, job.path, since, total_seconds)
     if response is None:
         return PageUnchanged(job.size, job.mtime_ns)
-    title, text = page_text(response, job.path)
-    digest = hashlib.sha256(f"{title or ''}\x00{text}".encode()).hexdigest()
+    digest, parsed = call(parse_page, response, job.path, size=len(response.body))
     if not force and job.stored_sha256 == digest:
         return PageUnchanged(len(response.body), response.last_modified_ns)
-    chunked = chunk_text(text)
     return Document(
         path=job.path, root=job.root, sha256=digest, size=len(response.body),
-        mtime_ns=response.last_modified_ns, title=title or chunked.title, chunks=chunked.chunks, source=SOURCE,
-        language=document_hint({}, title or chunked.title, (c.body for c in chunked.chunks)),
+        mtime_ns=response.last_modified_ns, title=parsed.title, chunks=parsed.chunks, source=SOURCE,
+        language=parsed.language,
     )
+
+
+def parse_page(response: Response, url: str) -> tuple[str, Parsed]:
+    """The hash of a fetched page's text (title included) and its sections; raise FileSkipped."""
+    title, text = page_text(response, url)
+    digest = hashlib.sha256(f"{title or ''}\x00{text}".encode()).hexdigest()
+    chunked = chunk_text(text)
+    title = title or chunked.title
+    language = document_hint({}, title, (c.body for c in chunked.chunks))
+    return digest, Parsed(title, chunked.chunks, {}, None, language)
 
 
 def new_client() -> httpx.Client:

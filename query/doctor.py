@@ -59,7 +59,7 @@ def failed_fatally(checks: list[Check]) -> bool:
 
 def run_checks(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Check]:
     """Run every check in order; never raises for a broken store or server."""
-    checks = [_config(settings), formats_check(settings), *_paths(settings), *_sqlite()]
+    checks = [_config(settings), formats_check(settings), extraction_check(settings), *_paths(settings), *_sqlite()]
     meta, store_checks = _store(settings)
     checks += store_checks
     checks.append(_integrity(settings))
@@ -90,6 +90,26 @@ def formats_check(settings: Settings) -> Check:
     if missing:
         return Check("formats", WARN, f"{detail}; not installed: {', '.join(missing)} (those files are skipped)")
     return Check("formats", OK, detail)
+
+
+def extraction_check(settings: Settings) -> Check:
+    """Start a bounded reading process (pipeline/extraction.py) and read a sample document through it."""
+    from pipeline.extraction import Bound, Extraction
+    from pipeline.files import parse_file
+
+    bound = Bound.of(settings.extraction)
+    limits = (f"each file read in a child process: {bound.seconds:g} s of CPU (+{bound.seconds_per_mib:g} s a MiB), "
+              f"{bound.memory_mib} MiB")
+    sample = b"# Doctor\n\nA sample section read under the bound.\n"
+    started = time.monotonic()
+    try:
+        with Extraction(bound) as extraction:
+            parsed = extraction.call(parse_file, "doctor.md", sample, size=len(sample))
+    except KnowledgeError as exc:
+        return Check("extraction", FAIL, f"{limits}; the reading process failed: {exc}", True)
+    if [c.heading_path for c in parsed.chunks] != ["Doctor"]:
+        return Check("extraction", FAIL, f"{limits}; the reading process read the sample wrong", True)
+    return Check("extraction", OK, f"{limits}; a reader started and answered in {time.monotonic() - started:.2f} s")
 
 
 def _paths(settings: Settings) -> list[Check]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from config.errors import FileSkipped, PipelineError
 from config.urls import is_web_path
+from pipeline.extraction import Caller, inline
 from pipeline.files import ingest_file
 from pipeline.models import Document, FileJob
 from pipeline.web import TOTAL_SECONDS, PageUnchanged, ingest_url
@@ -22,13 +23,17 @@ def batch_key(files: list[list[Any]]) -> str:
     return f"b-{digest[:20]}"
 
 
-def ingest_item(job: FileJob, force: bool, fetch_seconds: float = TOTAL_SECONDS) -> Item:
-    """One file's payload item for the writer: a document, a touch, a skip or a failure."""
+def ingest_item(job: FileJob, force: bool, fetch_seconds: float = TOTAL_SECONDS, call: Caller = inline) -> Item:
+    """One file's payload item for the writer: a document, a touch, a skip or a failure.
+
+    call runs the file's extraction (in a bounded child process: Runtime.extraction).
+    """
     try:
         if is_web_path(job.path):
-            result: Document | PageUnchanged | str = ingest_url(job, force=force, total_seconds=fetch_seconds)
+            result: Document | PageUnchanged | str = ingest_url(job, force=force, total_seconds=fetch_seconds,
+                                                               call=call)
         else:
-            result = ingest_file(job, force=force)
+            result = ingest_file(job, force=force, call=call)
     except FileSkipped as exc:
         return Skipped(job.path, str(exc))
     except PipelineError as exc:
@@ -61,7 +66,8 @@ def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: b
         elif not backpressure.writer_room(runtime, run_id):
             backpressure.defer(runtime, run_id, files, force)
             return None
-        items = [ingest_item(FileJob.from_wire(f), force, runtime.settings.fetch_timeout) for f in files]
+        items = [ingest_item(FileJob.from_wire(f), force, runtime.settings.fetch_timeout, runtime.extraction.call)
+                 for f in files]
         noted = [(i.path, i.document.front_matter_error) for i in items
                  if isinstance(i, DocumentItem) and i.document.front_matter_error]
         if noted:  # indexed as text all the same; the run summary lists why its fields were not kept

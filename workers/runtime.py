@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from config.errors import KnowledgeError
 from config.settings import Settings
 from pipeline.embeddings import EmbeddingsClient
+from pipeline.extraction import Bound, Extraction
 from pipeline.store import Store
 from pipeline.vectors import VectorPlan
 from workers.ledger import Ledger
@@ -28,6 +29,10 @@ class Runtime:
     vector_plans: dict[str, VectorPlan | None] = field(default_factory=dict)  # by run id
     embeddings_client: EmbeddingsClient | None = None
     prepared_runs: set[str] = field(default_factory=set)  # runs whose vector table the writer installed
+    extraction: Extraction = field(init=False)  # the bounded child processes ingest reads files in
+
+    def __post_init__(self) -> None:
+        self.extraction = Extraction(Bound.of(self.settings.extraction))
 
     def writer_store(self) -> Store:
         """The store; only the writer process has one."""
@@ -55,7 +60,9 @@ def current() -> Runtime:
 
 
 def uninstall() -> None:
-    """Forget the installed Runtime."""
+    """Forget the installed Runtime and end its extraction processes."""
     global _current
     with _lock:
-        _current = None
+        runtime, _current = _current, None
+    if runtime is not None:
+        runtime.extraction.close()

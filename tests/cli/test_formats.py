@@ -142,3 +142,21 @@ def test_doctor_lists_every_format_and_its_library_version(workdir: Path, run_cl
     for name in FORMAT_NAMES:
         assert name in line
     assert "pdf (pypdf " in line and "docx (python-docx " in line
+
+
+def test_doctor_starts_a_bounded_reader_and_names_its_limits(workdir: Path, run_cli) -> None:
+    (workdir / "knowledge.yaml").write_text("knowledge:\n  extraction:\n    timeout: 20s\n    memory: 512\n",
+                                            encoding="utf-8")
+    code, out, _ = run_cli("doctor")
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if line.split()[1:2] == ["extraction"])
+    assert line.split()[0] == "ok"
+    assert "20 s of CPU (+4 s a MiB), 512 MiB" in line and "a reader started and answered in" in line
+
+
+def test_an_extraction_bound_out_of_range_is_a_config_error_naming_the_key(workdir: Path, run_cli) -> None:
+    (workdir / "knowledge.yaml").write_text("knowledge:\n  extraction:\n    memory: 64\n", encoding="utf-8")
+    code, out, err = run_cli("index", "docs")
+    assert code == 2 and "Traceback" not in out + err
+    assert "knowledge.extraction.timeout must be more than 0 s, timeout_per_mib at least 0 s and memory at least " \
+           "128 (MiB), got 10, 4 and 64" in err

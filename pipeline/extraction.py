@@ -1,0 +1,268 @@
+"""Every file's extraction under a deadline and a memory limit, in child processes reused across files.
+
+A format's reader (docutils, pypdf, python-docx, the HTML tokenizer, the chunker) is a parser of
+input anyone with write access to one folder controls, so a crafted file can cost it hours or
+gigabytes. `Extraction.call(func, *args, size=n)` runs `func(*args)` in a child process whose address
+space is capped (RLIMIT_AS, `knowledge.extraction.memory`) and answers within its deadline (the
+larger of `timeout` and `timeout_per_mib` x the file's MiB). The deadline counts the child's CPU
+time, so a loaded machine does not skip a file a quiet one reads; four times the deadline in wall
+time ends it all the same. A child past either bound is killed and the call raises FileSkipped
+(`took longer than 10 s`, `needed more than 1024 MiB`); the next call starts a new child. A child
+serves one call at a time and is kept for the next (a run pays Python's start-up once per ingest
+thread, not once per file); children exit when their parent does (their stdin closes).
+
+`inline` runs the function in this process, unbounded: for callers that read trusted input.
+The functions called must be importable module-level functions (they cross by pickle, by name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from config.errors import FileSkipped, PipelineError
+from config.settings import ExtractionSettings
+
+T = TypeVar("T")
+MIB = 1024 * 1024
+WALL_FACTOR = 4.0  # a child off the CPU (swapping, stopped) is ended at this many times its deadline
+_HEADER = 8
+_POLL_SECONDS = 0.1
+_PACKAGES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class Caller(Protocol):
+    """How ingest runs a reader: bounded in a child (Extraction.call) or in this process (inline)."""
+
+    def __call__(self, func: Callable[..., T], *args: Any, size: int) -> T:
+        """func(*args), for input of size bytes; raise what func raises (FileSkipped, PipelineError)."""
+
+
+def inline(func: Callable[..., T], *args: Any, size: int) -> T:
+    """func(*args) in this process, with no deadline and no memory limit."""
+    return func(*args)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The deadline and address-space limit of one extraction."""
+
+    seconds: float = 10.0
+    seconds_per_mib: float = 4.0
+    memory_mib: int = 1024
+
+    @classmethod
+    def of(cls, settings: ExtractionSettings) -> Bound:
+        """The bound knowledge.extraction configures."""
+        return cls(settings.timeout, settings.timeout_per_mib, settings.memory)
+
+    def deadline(self, size: int) -> float:
+        """Seconds of CPU the extraction of size bytes may take."""
+        return max(self.seconds, self.seconds_per_mib * size / MIB)
+
+
+class Extraction:
+    """A pool of reusable child processes that run extractions under a Bound; thread-safe."""
+
+    def __init__(self, bound: Bound) -> None:
+        self.bound = bound
+        self._idle: list[_Child] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def call(self, func: Callable[..., T], *args: Any, size: int) -> T:
+        """func(*args) in a child within the bound; raise FileSkipped when it overruns, else what func raised."""
+        payload = pickle.dumps((func, args), protocol=pickle.HIGHEST_PROTOCOL)
+        child = self._take()
+        try:
+            reply = child.exchange(payload, self.bound.deadline(size))
+        except _Overrun as exc:
+            child.kill()
+            raise FileSkipped(self._overrun_reason(exc, child)) from None
+        except BaseException:
+            child.kill()
+            raise
+        kind, value = reply
+        if kind == "memory":
+            child.kill()  # a MemoryError may leave a library half-initialised: start the next file afresh
+            raise FileSkipped(self._memory_reason())
+        self._give_back(child)
+        if kind == "ok":
+            return value  # type: ignore[no-any-return]
+        if kind == "skipped":
+            raise FileSkipped(value)
+        raise PipelineError(value)
+
+    def close(self) -> None:
+        """End every idle child; a child in use ends when its call returns."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for child in idle:
+            child.close()
+
+    def __enter__(self) -> Extraction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _take(self) -> _Child:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _Child.start(self.bound.memory_mib)
+
+    def _give_back(self, child: _Child) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(child)
+                return
+        child.close()
+
+    def _overrun_reason(self, exc: _Overrun, child: _Child) -> str:
+        if exc.died:
+            code = child.process.poll()
+            if code is not None and code < 0:  # killed by a signal: the kernel's answer to memory, or a crash
+                return f"{self._memory_reason()}; its reader ended by signal {-code}"
+            return f"its reader ended unexpectedly (exit {code})"
+        return f"took longer than {exc.seconds:g} s to read (knowledge.extraction.timeout)"
+
+    def _memory_reason(self) -> str:
+        return f"needed more than {self.bound.memory_mib} MiB to read (knowledge.extraction.memory)"
+
+
+class _Overrun(Exception):
+    def __init__(self, seconds: float, died: bool = False) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+        self.died = died
+
+
+class _Child:
+    """One child process speaking length-framed pickles over its stdin and stdout."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+
+    @classmethod
+    def start(cls, memory_mib: int) -> _Child:
+        # The child imports this very code (its directory first on the path), whatever its working directory.
+        main = f"import sys; sys.path.insert(0, {_PACKAGES!r}); from pipeline.extraction import serve; serve()"
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", main, str(memory_mib * MIB)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            )
+        except OSError as exc:
+            raise PipelineError(f"cannot start the process that reads files: {exc.strerror}") from exc
+        return cls(process)
+
+    def exchange(self, payload: bytes, deadline: float) -> tuple[str, Any]:
+        """Send one request and wait for its reply within deadline seconds of the child's CPU."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(len(payload).to_bytes(_HEADER, "big") + payload)
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise _Overrun(deadline, died=True) from None
+        reply: tuple[str, Any] = pickle.loads(self._receive(deadline))
+        return reply
+
+    def _receive(self, deadline: float) -> bytes:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        started_cpu = self._cpu_seconds()
+        started = time.monotonic()
+        buffer = bytearray()
+        wanted = _HEADER
+        while len(buffer) < wanted:
+            ready, _, _ = select.select([fd], [], [], _POLL_SECONDS)
+            if ready:
+                chunk = os.read(fd, max(wanted - len(buffer), 65536))
+                if not chunk:
+                    self.process.wait()
+                    raise _Overrun(deadline, died=True)
+                buffer += chunk
+                if wanted == _HEADER and len(buffer) >= _HEADER:
+                    wanted = _HEADER + int.from_bytes(buffer[:_HEADER], "big")
+                continue
+            used = self._cpu_seconds() - started_cpu
+            if used > deadline or time.monotonic() - started > deadline * WALL_FACTOR:
+                raise _Overrun(deadline)
+        return bytes(buffer[_HEADER:wanted])
+
+    def _cpu_seconds(self) -> float:
+        """The child's user + system CPU seconds (its wall time where /proc cannot tell)."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as handle:
+                fields = handle.read().rpartition(b")")[2].split()
+            return (int(fields[11]) + int(fields[12])) / _TICKS
+        except (OSError, IndexError, ValueError):
+            return time.monotonic()
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.close()
+
+    def close(self) -> None:
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def serve() -> None:
+    """The child's loop: read a request, run it, write its reply; end at EOF (the parent closed stdin)."""
+    import resource
+
+    limit = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # what a library prints goes to stderr, never into a reply
+    while True:
+        header = requests.read(_HEADER)
+        if len(header) < _HEADER:
+            return
+        payload = requests.read(int.from_bytes(header, "big"))
+        reply = _run(payload)
+        try:
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except MemoryError:
+            data = pickle.dumps(("memory", ""))
+        replies.write(len(data).to_bytes(_HEADER, "big") + data)
+        replies.flush()
+
+
+def _run(payload: bytes) -> tuple[str, Any]:
+    try:
+        func, args = pickle.loads(payload)
+        return "ok", func(*args)
+    except MemoryError:
+        return "memory", ""
+    except FileSkipped as exc:
+        return "skipped", str(exc)
+    except PipelineError as exc:
+        return "failed", str(exc)
+    except RecursionError:
+        return "skipped", "nested too deeply to read"
+    except Exception as exc:  # noqa: BLE001 - one bad file must not end the child; the parent reports it
+        return "failed", f"unexpected error: {type(exc).__name__}: {exc}"
+
