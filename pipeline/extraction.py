@@ -36,6 +36,8 @@ T = TypeVar("T")
 MIB = 1024 * 1024
 WALL_FACTOR = 4.0  # a child off the CPU (swapping, stopped) is ended at this many times its deadline
 _HEADER = 8
+_READY = b"ready"
+STARTUP_SECONDS = 30.0  # of CPU, for the child's interpreter and imports, before it serves a file
 _POLL_SECONDS = 0.1
 _PACKAGES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -166,7 +168,16 @@ class _Child:
             )
         except OSError as exc:
             raise PipelineError(f"cannot start the process that reads files: {exc.strerror}") from exc
-        return cls(process)
+        child = cls(process)
+        try:  # the child's start-up (Python, the readers' common imports) is not charged to the first file
+            ready = child._receive(STARTUP_SECONDS)
+        except _Overrun:
+            child.kill()
+            raise PipelineError("the process that reads files did not start (see the messages above)") from None
+        if ready != _READY:
+            child.kill()
+            raise PipelineError("the process that reads files did not start: it answered something else")
+        return child
 
     def exchange(self, payload: bytes, deadline: float) -> tuple[str, Any]:
         """Send one request and wait for its reply within deadline seconds of the child's CPU."""
@@ -237,6 +248,10 @@ def serve() -> None:
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what a library prints goes to stderr, never into a reply
+    import pipeline.files  # noqa: F401 - the readers' common imports, before the first file's clock starts
+
+    replies.write(len(_READY).to_bytes(_HEADER, "big") + _READY)
+    replies.flush()
     while True:
         header = requests.read(_HEADER)
         if len(header) < _HEADER:
