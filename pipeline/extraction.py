@@ -9,7 +9,7 @@ time, so a loaded machine does not skip a file a quiet one reads; four times the
 time ends it all the same. A child past either bound is killed and the call raises FileSkipped
 (`took longer than 10 s`, `needed more than 1024 MiB`); the next call starts a new child. A child
 serves one call at a time and is kept for the next (a run pays Python's start-up once per ingest
-thread, not once per file); children exit when their parent does (their stdin closes).
+thread, not once per file); children exit when their parent does, even mid-file.
 
 `inline` runs the function in this process, unbounded: for callers that read trusted input.
 The functions called must be importable module-level functions (they cross by pickle, by name).
@@ -245,6 +245,8 @@ def serve() -> None:
 
     limit = int(sys.argv[1])
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    parent = os.getppid()
+    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what a library prints goes to stderr, never into a reply
@@ -264,6 +266,13 @@ def serve() -> None:
             data = pickle.dumps(("memory", ""))
         replies.write(len(data).to_bytes(_HEADER, "big") + data)
         replies.flush()
+
+
+def _orphan_watch(parent: int) -> None:
+    """End this child once its parent is gone (killed mid-file, the pipe's EOF would wait for the reader)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _run(payload: bytes) -> tuple[str, Any]:

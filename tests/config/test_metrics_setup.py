@@ -63,6 +63,9 @@ def test_the_scrape_port_is_a_port_number_or_refused() -> None:
     ("embedding section 3 failed: HTTP 400", "embedding"),
     ("the embeddings server stayed unavailable through 5 retries", "embedding"),
     ("unexpected error: ValueError: boom", "unexpected"),
+    ("took longer than 10 s to read (knowledge.extraction.timeout)", "timeout"),
+    ("needed more than 1024 MiB to read (knowledge.extraction.memory)", "memory"),
+    ("needed more than 512 MiB to read (knowledge.extraction.memory); its reader ended by signal 9", "memory"),
     ("something nobody wrote yet", "other"),
     (None, "other"),
 ])

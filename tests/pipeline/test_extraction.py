@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +93,28 @@ def test_close_ends_the_idle_children() -> None:
         time.sleep(0.05)
     else:
         pytest.fail("the idle child outlived close()")
+
+
+def test_a_child_mid_file_ends_when_its_parent_is_killed(tmp_path) -> None:
+    script = (
+        "import sys, threading\n"
+        "from pipeline.extraction import Bound, Extraction\n"
+        "from tests.pipeline import extraction_faults as faults\n"
+        "extraction = Extraction(Bound(seconds=600.0))\n"
+        "print(extraction.call(faults.pid, size=0), flush=True)\n"
+        "extraction.call(faults.spin, 600.0, size=0)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[2])
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    time.sleep(0.3)  # the child is spinning on its 600 s file now
+    parent.kill()
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{child}").exists():
+        if Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+            break  # exited, waiting for its reaper
+        time.sleep(0.1)
+    else:
+        assert not Path(f"/proc/{child}").exists(), "the child outlived its killed parent"
