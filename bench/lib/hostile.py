@@ -50,7 +50,9 @@ def pdf(pages: int, content: bytes, shared: bool = True) -> bytes:
     objects[1] = b"<< /Type /Pages /Count %d /Kids [%s] >>" % (pages, kids)
     for i in range(pages):
         stream = stream_base + (0 if shared else i)
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R >>" % stream)
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                       b"/Resources << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> >>"
+                       % stream)
     for _ in range(streams):
         objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
     out = io.BytesIO()
@@ -73,7 +75,7 @@ def rst_table(rows: int) -> str:
 
 # name -> (file name, bytes): the cases of issue 33's table, at the sizes it gives
 CASES: dict[str, tuple[str, Callable[[], bytes]]] = {
-    "pdf-shared-blank-stream": ("shared.pdf", lambda: pdf(5000, b"0 0 m 1 1 l S\n" * 4000)),
+    "pdf-shared-blank-stream": ("shared.pdf", lambda: pdf(5000, b"BT /F1 12 Tf 0 0 Td ( ) Tj ET\n" * 12000)),
     "docx-10M-empty-paragraphs": ("paragraphs.docx", lambda: docx("<w:p/>" * 10_000_000)),
     "docx-3.3M-empty-cells": ("cells.docx", lambda: docx(
         "<w:tbl>" + ("<w:tr>" + "<w:tc><w:p/></w:tc>" * 100 + "</w:tr>") * 33_000 + "</w:tbl>")),
