@@ -5,8 +5,8 @@ input anyone with write access to one folder controls, so a crafted file can cos
 gigabytes. `Extraction.call(func, *args, size=n)` runs `func(*args)` in a child process whose address
 space is capped (RLIMIT_AS, `knowledge.extraction.memory`) and answers within its deadline (the
 larger of `timeout` and `timeout_per_mib` x the file's MiB). The deadline counts the child's CPU
-time, so a loaded machine does not skip a file a quiet one reads; four times the deadline in wall
-time ends it all the same. A child past either bound is killed and the call raises FileSkipped
+time, so a loaded machine does not skip a file a quiet one reads; four times the deadline (plus 10 s)
+in wall time ends it all the same. A child past either bound is killed and the call raises FileSkipped
 (`took longer than 10 s`, `needed more than 1024 MiB`); the next call starts a new child. A child
 serves one call at a time and is kept for the next (a run pays Python's start-up once per ingest
 thread, not once per file); children exit when their parent does, even mid-file.
@@ -18,6 +18,7 @@ The functions called must be importable module-level functions (they cross by pi
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import pickle
 import select
@@ -27,14 +28,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from config.errors import FileSkipped, PipelineError
 from config.settings import ExtractionSettings
 
 T = TypeVar("T")
 MIB = 1024 * 1024
-WALL_FACTOR = 4.0  # a child off the CPU (swapping, stopped) is ended at this many times its deadline
+WALL_FACTOR = 4.0  # a child off the CPU (swapping, stopped) is ended at this many times its deadline ...
+WALL_GRACE = 10.0  # ... plus this many seconds, so a busy machine's scheduling never ends a short one
 _HEADER = 8
 _READY = b"ready"
 STARTUP_SECONDS = 30.0  # of CPU, for the child's interpreter and imports, before it serves a file
@@ -46,11 +48,12 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 class Caller(Protocol):
     """How ingest runs a reader: bounded in a child (Extraction.call) or in this process (inline)."""
 
-    def __call__(self, func: Callable[..., T], *args: Any, size: int) -> T:
-        """func(*args), for input of size bytes; raise what func raises (FileSkipped, PipelineError)."""
+    def __call__(self, func: Callable[..., T], *args: Any, size: int, needs: tuple[str, ...] = ()) -> T:
+        """func(*args), for input of size bytes, the modules named in needs loaded off its clock; raise what
+        func raises (FileSkipped, PipelineError)."""
 
 
-def inline(func: Callable[..., T], *args: Any, size: int) -> T:
+def inline(func: Callable[..., T], *args: Any, size: int, needs: tuple[str, ...] = ()) -> T:
     """func(*args) in this process, with no deadline and no memory limit."""
     return func(*args)
 
@@ -82,11 +85,16 @@ class Extraction:
         self._lock = threading.Lock()
         self._closed = False
 
-    def call(self, func: Callable[..., T], *args: Any, size: int) -> T:
-        """func(*args) in a child within the bound; raise FileSkipped when it overruns, else what func raised."""
-        payload = pickle.dumps((func, args), protocol=pickle.HIGHEST_PROTOCOL)
+    def call(self, func: Callable[..., T], *args: Any, size: int, needs: tuple[str, ...] = ()) -> T:
+        """func(*args) in a child within the bound; raise FileSkipped when it overruns, else what func raised.
+
+        func's module and the modules named in needs (a format's reader, its library) are loaded in the
+        child before the file's clock starts, once per child: loading docutils is not the file's time.
+        """
+        payload = pickle.dumps(("call", func, args), protocol=pickle.HIGHEST_PROTOCOL)
         child = self._take()
         try:
+            child.load((func.__module__, *needs))
             reply = child.exchange(payload, self.bound.deadline(size))
         except _Overrun as exc:
             child.kill()
@@ -156,6 +164,9 @@ class _Child:
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
+        self._pending = bytearray()  # bytes read from the child past the last frame returned
+        self.loaded: set[str] = set()  # the modules the child has imported on request
+        self._proc_stat = os.path.exists(f"/proc/{process.pid}/stat")  # else the deadline counts wall time
 
     @classmethod
     def start(cls, memory_mib: int) -> _Child:
@@ -179,6 +190,14 @@ class _Child:
             raise PipelineError("the process that reads files did not start: it answered something else")
         return child
 
+    def load(self, modules: tuple[str, ...]) -> None:
+        """Have the child import the modules it has not yet (within STARTUP_SECONDS of its CPU)."""
+        missing = tuple(name for name in modules if name not in self.loaded)
+        if not missing:
+            return
+        self.exchange(pickle.dumps(("load", missing), protocol=pickle.HIGHEST_PROTOCOL), STARTUP_SECONDS)
+        self.loaded.update(missing)
+
     def exchange(self, payload: bytes, deadline: float) -> tuple[str, Any]:
         """Send one request and wait for its reply within deadline seconds of the child's CPU."""
         assert self.process.stdin is not None
@@ -191,36 +210,43 @@ class _Child:
         return reply
 
     def _receive(self, deadline: float) -> bytes:
+        """The next frame, bytes read past it kept for the next call; _Overrun past deadline or at EOF."""
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         started_cpu = self._cpu_seconds()
         started = time.monotonic()
-        buffer = bytearray()
-        wanted = _HEADER
-        while len(buffer) < wanted:
+        while (wanted := self._frame_end()) is None or len(self._pending) < wanted:
             ready, _, _ = select.select([fd], [], [], _POLL_SECONDS)
             if ready:
-                chunk = os.read(fd, max(wanted - len(buffer), 65536))
+                chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     self.process.wait()
                     raise _Overrun(deadline, died=True)
-                buffer += chunk
-                if wanted == _HEADER and len(buffer) >= _HEADER:
-                    wanted = _HEADER + int.from_bytes(buffer[:_HEADER], "big")
+                self._pending += chunk
                 continue
             used = self._cpu_seconds() - started_cpu
-            if used > deadline or time.monotonic() - started > deadline * WALL_FACTOR:
+            if used > deadline or time.monotonic() - started > deadline * WALL_FACTOR + WALL_GRACE:
                 raise _Overrun(deadline)
-        return bytes(buffer[_HEADER:wanted])
+        frame = bytes(self._pending[_HEADER:wanted])
+        del self._pending[:wanted]
+        return frame
+
+    def _frame_end(self) -> int | None:
+        """Where the frame at the head of the pending bytes ends, None until its header is in."""
+        if len(self._pending) < _HEADER:
+            return None
+        return _HEADER + int.from_bytes(self._pending[:_HEADER], "big")
 
     def _cpu_seconds(self) -> float:
         """The child's user + system CPU seconds (its wall time where /proc cannot tell)."""
+        if not self._proc_stat:
+            return time.monotonic()
         try:
             with open(f"/proc/{self.process.pid}/stat", "rb") as handle:
                 fields = handle.read().rpartition(b")")[2].split()
             return (int(fields[11]) + int(fields[12])) / _TICKS
-        except (OSError, IndexError, ValueError):
-            return time.monotonic()
+        except (OSError, IndexError, ValueError):  # gone between two looks: its pipe's EOF tells the rest
+            return 0.0
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -252,20 +278,42 @@ def serve() -> None:
     os.dup2(2, 1)  # what a library prints goes to stderr, never into a reply
     import pipeline.files  # noqa: F401 - the readers' common imports, before the first file's clock starts
 
-    replies.write(len(_READY).to_bytes(_HEADER, "big") + _READY)
-    replies.flush()
+    _send(replies, _READY)
     while True:
         header = requests.read(_HEADER)
         if len(header) < _HEADER:
             return
         payload = requests.read(int.from_bytes(header, "big"))
-        reply = _run(payload)
         try:
-            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-        except MemoryError:
-            data = pickle.dumps(("memory", ""))
-        replies.write(len(data).to_bytes(_HEADER, "big") + data)
-        replies.flush()
+            request = pickle.loads(payload)
+        except Exception as exc:  # noqa: BLE001 - a request this child cannot read is that file's failure
+            _reply(replies, ("failed", f"unexpected error: {type(exc).__name__}: {exc}"))
+            continue
+        if request[0] == "load":
+            _reply(replies, _load(request[1]))
+        else:
+            _reply(replies, _run(request[1], request[2]))
+
+
+def _load(modules: tuple[str, ...]) -> tuple[str, Any]:
+    """Import each module named (one that is missing is left to the call that needs it to report)."""
+    for name in modules:
+        with contextlib.suppress(Exception):  # ImportError, a broken module, MemoryError: the call reports it
+            importlib.import_module(name)
+    return "ok", None
+
+
+def _send(replies: BinaryIO, frame: bytes) -> None:
+    replies.write(len(frame).to_bytes(_HEADER, "big") + frame)
+    replies.flush()
+
+
+def _reply(replies: BinaryIO, reply: tuple[str, Any]) -> None:
+    try:
+        data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+    except MemoryError:
+        data = pickle.dumps(("memory", ""))
+    _send(replies, data)
 
 
 def _orphan_watch(parent: int) -> None:
@@ -275,9 +323,8 @@ def _orphan_watch(parent: int) -> None:
     os._exit(0)
 
 
-def _run(payload: bytes) -> tuple[str, Any]:
+def _run(func: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
     try:
-        func, args = pickle.loads(payload)
         return "ok", func(*args)
     except MemoryError:
         return "memory", ""

@@ -179,7 +179,9 @@ def ingest_file(job: FileJob, force: bool = False, call: Caller = inline) -> Doc
     digest = sha256_hex(data)
     if not force and job.stored_sha256 == digest:
         return "unchanged"
-    parsed = call(parse_file, job.path, data, size=len(data))
+    fmt = formats.format_of(job.path)
+    reader = () if fmt is None or not fmt.extractor else (f"pipeline.formats.{fmt.extractor}",)
+    parsed = call(parse_file, job.path, data, size=len(data), needs=reader)
     return Document(
         path=job.path,
         root=job.root,

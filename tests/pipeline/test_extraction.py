@@ -26,7 +26,7 @@ def test_a_reader_past_its_deadline_is_ended_and_the_file_skipped_with_the_setti
     started = time.monotonic()
     with pytest.raises(FileSkipped, match=r"took longer than 0.5 s to read \(knowledge.extraction.timeout\)"):
         pool.call(faults.spin, 60.0, size=100)
-    assert time.monotonic() - started < 10  # not the 60 s the reader wanted
+    assert time.monotonic() - started < 15  # not the 60 s the reader wanted
 
 
 def test_a_reader_within_its_deadline_answers(pool) -> None:

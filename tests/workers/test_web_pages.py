@@ -168,3 +168,20 @@ def test_a_worker_process_fetches_pages_in_the_distributed_shape(tmp_path: Path,
         cluster.stop()
         delete_namespace(client, cluster.namespace)
         client.close()
+
+
+def test_a_page_whose_conversion_overruns_the_bound_is_skipped_and_the_others_land(run_cli: Cli, workdir: Path,
+                                                                                  web_site: WebSite) -> None:
+    guide, notes = _serve(web_site)
+    parts = "".join(f"<h2>Part {i}</h2><p>Some <b>bold</b> text and <a href='x'>a link</a>.</p>" for i in range(6000))
+    web_site.html("/heavy.html", f"<html><head><title>Heavy</title></head><body>{parts}</body></html>")
+    # 470 KB of HTML is ~0.4 s of CPU to convert and chunk: far past a 20 ms deadline
+    (workdir / "knowledge.yaml").write_text("knowledge:\n  extraction:\n    timeout: 20ms\n    timeout_per_mib: 0\n",
+                                            encoding="utf-8")
+    code, out, err = run_cli("index", guide, notes, web_site.url("/heavy.html"), "--json")
+    assert code == 0, out + err
+    summary = _json(out)
+    assert summary["skipped"] == [{"path": web_site.url("/heavy.html"),
+                                   "reason": "took longer than 0.02 s to read (knowledge.extraction.timeout)"}]
+    assert summary["added"] == 2
+    assert [hit["path"] for hit in _search(run_cli, "zebra")] == [guide]
