@@ -5,12 +5,12 @@
 ```
 
 Indexes this repository's docs/ into a temporary store, builds `knowledge serve`'s app (query/serve/http_api.py)
-and asks GET /v1/search twice through httpx's ASGITransport, each on a fresh event loop: the first request warms the process (imports,
-the kept Reader), the second is traced with sys.setprofile and threading.setprofile. A stop is one distinct
-(file, function) of the five packages that the request called (comprehensions and lambdas
-count as the function holding them); a return is a call into a file already left
-earlier in the same request (the reader's jumps back). Prints the stops, files and returns, then the walk
-itself (first call order) unless --json.
+and asks GET /v1/search twice through httpx's ASGITransport, each on a fresh event loop: the first request warms
+the process (imports, the kept Reader), the second is traced with sys.setprofile and threading.setprofile. A
+stop is one distinct (file, function) of the five packages that the request called (comprehensions and lambdas
+count as the function holding them); a return is a call into a file already left earlier in the same request
+(the reader's jumps back). Prints the stops, files and returns, then the walk itself (first call order) unless
+--json.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def measure(query: str) -> dict[str, Any]:
             code = ask(app, query)
         finally:
             sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+            threading.setprofile(None)
         assert code == 200
     return {"query": query, "stops": len(walk.stops), "files": len(walk.files), "returns": walk.returns,
             "calls": walk.calls, "walk": [f"{file}:{function}" for file, function in walk.stops]}

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from config.errors import QueryError
-from query import generation
 from query.requests import MatchRequest, SearchRequest, ShowRequest
 from query.service import KEEP_READERS, QueryService
 from query.status import Status
@@ -24,7 +23,6 @@ def shared(tmp_path: Path):
         yield settings, service
     finally:
         service.close()
-        generation.forget(settings.db_path)
 
 
 def _paths(service: QueryService, words: str) -> list[str]:
