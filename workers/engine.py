@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,14 +38,13 @@ from pipeline.paths import PathBase
 from pipeline.removal import Removal
 from pipeline.repair import Repair
 from pipeline.store import Emptied
-from pipeline.vectors import VectorIdentity
 from workers import queues
 from workers.actors import declare_actors
 from workers.broker import build_stub_broker
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
 from workers.ledger.shapes import LOCK_TTL_MS, Wire
 from workers.maintenance import WRITER_HOLDER, HeldStore, busy
-from workers.operations import Check, Operation, Rebuild, Remove, Reset, Switched, SwitchStep, Vacuum
+from workers.operations import Check, EngineShadowWriter, Operation, Rebuild, Remove, Reset, SwitchStep, Vacuum
 from workers.run import Progress, RunRequest, Targets, follow, new_run_id, plan_and_enqueue
 from workers.runtime import Runtime, install, uninstall
 
@@ -57,7 +55,6 @@ if TYPE_CHECKING:  # the distributed side (redis) is imported only when a broker
 IDLE_MS = 50  # a one-shot command's idle worker threads: also about how long stopping takes
 Notes = Callable[[str], None]
 R = TypeVar("R")
-SWAP_WAIT_S = 600.0  # how long a switch waits for a running index run to end before it swaps
 
 
 class Engine(Protocol):
@@ -188,31 +185,6 @@ class StoreChanges:
         """The writer of a vector switch's steps, through this engine (the lock taken, or the writer found, now)."""
         self._hold(SwitchStep.command)
         return EngineShadowWriter(self.apply)
-
-
-class EngineShadowWriter:
-    """shadow.ShadowWriter over an engine's apply: each step one SwitchStep."""
-
-    def __init__(self, apply: Callable[[SwitchStep], Switched], swap_wait_s: float = SWAP_WAIT_S,
-                 pause_s: float = 0.5) -> None:
-        self.apply, self.swap_wait_s, self.pause_s = apply, swap_wait_s, pause_s
-
-    def start(self, identity: VectorIdentity) -> None:
-        self.apply(SwitchStep("start", identity))
-
-    def store(self, identity: VectorIdentity, ids: list[int], vectors: list[bytes], digests: list[str]) -> None:
-        self.apply(SwitchStep("store", identity, tuple(ids), tuple(vectors), tuple(digests)))
-
-    def finish(self, identity: VectorIdentity) -> shadow.Progress:
-        deadline = time.monotonic() + self.swap_wait_s
-        while True:
-            reply = self.apply(SwitchStep("finish", identity))
-            if reply.busy is None or time.monotonic() >= deadline:
-                return shadow.Progress(identity, reply.embedded, reply.total, reply.swapped)
-            time.sleep(self.pause_s)  # an index run holds the run lock: swap after it
-
-    def abandon(self) -> None:
-        self.apply(SwitchStep("abandon", VectorIdentity("", 0)))
 
 
 class InProcessEngine(StoreChanges):

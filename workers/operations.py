@@ -15,6 +15,8 @@ httpcore's errors): a name it does not list comes back as PipelineError.
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar
 
@@ -31,6 +33,7 @@ from workers.ledger.shapes import Wire
 from workers.maintenance import HeldStore
 
 R = TypeVar("R", covariant=True)
+SWAP_WAIT_S = 600.0  # how long a switch waits for a running index run to end before it swaps
 
 
 class Operation(Protocol[R]):
@@ -256,6 +259,31 @@ class Check:
     progress: Progress | None = field(default=None, compare=False, repr=False)  # told each step as it starts
     name: ClassVar[str] = "check"
     command: ClassVar[str] = "knowledge check"
+
+
+class EngineShadowWriter:
+    """shadow.ShadowWriter over an engine's apply: each step one SwitchStep."""
+
+    def __init__(self, apply: Callable[[SwitchStep], Switched], swap_wait_s: float = SWAP_WAIT_S,
+                 pause_s: float = 0.5) -> None:
+        self.apply, self.swap_wait_s, self.pause_s = apply, swap_wait_s, pause_s
+
+    def start(self, identity: VectorIdentity) -> None:
+        self.apply(SwitchStep("start", identity))
+
+    def store(self, identity: VectorIdentity, ids: list[int], vectors: list[bytes], digests: list[str]) -> None:
+        self.apply(SwitchStep("store", identity, tuple(ids), tuple(vectors), tuple(digests)))
+
+    def finish(self, identity: VectorIdentity) -> shadow.Progress:
+        deadline = time.monotonic() + self.swap_wait_s
+        while True:
+            reply = self.apply(SwitchStep("finish", identity))
+            if reply.busy is None or time.monotonic() >= deadline:
+                return shadow.Progress(identity, reply.embedded, reply.total, reply.swapped)
+            time.sleep(self.pause_s)  # an index run holds the run lock: swap after it
+
+    def abandon(self) -> None:
+        self.apply(SwitchStep("abandon", VectorIdentity("", 0)))
 
 
 # Every operation the writer applies for a sender, by the name its wire form carries.
