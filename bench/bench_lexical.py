@@ -52,6 +52,8 @@ from config.settings import Settings
 from query import search as search_module
 from query.lexical import FANOUT, WEIGHTS, search_ids
 from query.reader import Reader
+from query.requests import SearchRequest
+from query.service import QueryService
 from query.terms import build_query
 
 SIDE = Path(__file__).with_name("tantivy_side.py")
@@ -220,7 +222,7 @@ def latency(base: Path, settings: Settings, queries: list[str], side: Tantivy) -
     try:
         with Reader(settings) as warm, Reader(settings) as raw:
             in_process = {
-                "fresh": lambda q: search_module.search(settings, q, 10),
+                "fresh": lambda q: QueryService(settings).search(SearchRequest(q, 10)).response,
                 "warm": lambda q: search_module.search(settings, q, 10, warm),
                 "fts5_or": lambda q: raw.conn.execute(FULL, (build_query(q).expression or '""', 10)).fetchall(),
             }

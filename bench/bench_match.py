@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         words = common_words(reader.conn)
         rng = random.Random(args.seed)
         pairs = [" ".join(rng.sample(words[:12], 2)) for _ in range(args.queries)]
-        cold = {"kept": lambda q: enumerate_module.enumerate_documents(settings, q, 50, "matches", reader),
+        cold = {"kept": lambda q: enumerate_module.enumerate_documents(settings, q, 50, "matches", reader=reader),
                 "baseline": lambda q: base.enumerate_documents(settings, q, 50, "matches", other)}
         result["first_match_cold_s"] = {}  # words outside the timed pairs, each order once (then pages are warm)
         for first, second, text in (("kept", "baseline", " ".join(words[12:14])),

@@ -76,8 +76,9 @@ from pipeline.embeddings import EmbeddingsClient
 from pipeline.store import Store
 from query import search as search_module
 from query import vector as vector_module
-from query.enumerate import enumerate_documents
 from query.reader import Reader
+from query.requests import MatchRequest, SearchRequest
+from query.service import QueryService
 from query.vector import KNN_K, knn, knn_exact, knn_quantised
 
 DIMENSION = 384
@@ -223,12 +224,12 @@ def measure_search(base: Path, queries: list[str], embedded: dict[str, list[floa
     try:
         with Reader(lexical) as reader:
             warm_lexical = timed(lambda q: search_module.search(lexical, q, 5, reader), queries)
-        fresh_lexical = timed(lambda q: search_module.search(lexical, q, 5), queries)
+        fresh_lexical = timed(lambda q: QueryService(lexical).search(SearchRequest(q, 5)).response, queries)
         with Reader(hybrid) as reader:
             check = search_module.search(hybrid, queries[0], 5, reader)
             assert check.degraded is None and check.tier.startswith("tier: hybrid"), check.tier
             warm_hybrid = timed(lambda q: search_module.search(hybrid, q, 5, reader), queries)
-        fresh_hybrid = timed(lambda q: search_module.search(hybrid, q, 5), queries)
+        fresh_hybrid = timed(lambda q: QueryService(hybrid).search(SearchRequest(q, 5)).response, queries)
         vector_module.EXACT_BELOW = 1 << 62  # every store brute force: the path before the companions
         with Reader(hybrid) as reader:
             warm_hybrid_exact = timed(lambda q: search_module.search(hybrid, q, 5, reader),
@@ -362,7 +363,7 @@ def _rss_kib() -> int:
 def measure_match(base: Path, queries: list[str]) -> dict[str, Any]:
     """match latency (fresh reader per call, CLI default limit 50)."""
     settings = settings_from_mapping({}, store_base=base)
-    return {"match": timed(lambda q: enumerate_documents(settings, q, 50), queries)}
+    return {"match": timed(lambda q: QueryService(settings).enumerate(MatchRequest(q, limit=50)).result, queries)}
 
 
 async def _tool_latency(client: Any, tool: str, queries: list[str]) -> dict[str, float]:

@@ -125,14 +125,15 @@ def interleaved(base: Path, matrix: np.ndarray, queries: np.ndarray) -> dict[str
         with Reader(settings) as reader:
             for i, (text, q) in enumerate(by_text.items()):
                 vec = np.asarray(q, dtype=np.float32)
-                steps = [("brute", partial(brute, matrix, vec)), ("knn", partial(vector_module.knn, conn, q)),
+                steps = [("brute", partial(brute, matrix, vec)), 
+                         ("knn", partial(vector_module.knn, conn, q, caches=reader.caches)),
                          ("hybrid", partial(search_module.search, settings, text, 10, reader))]
                 results: dict[str, Any] = {}
                 for name, fn in (steps if i % 2 else steps[::-1]):
                     spent, results[name] = _clock(fn)
                     times[name].append(spent)
                 if i % 4 == 0:  # a new process's first query: no cached centroids or lists
-                    list_scan.forget()
+                    reader.caches.of(list_scan.VectorLists).forget()
                     cold = db.connect_readonly(path)
                     spent, _ = _clock(partial(vector_module.knn, cold, q))
                     cold.close()

@@ -35,7 +35,8 @@ from bench.lib.corpus import generate
 from bench.lib.paths import OUT, ROOT
 from bench.lib.procfs import cpu_seconds
 from config.loader import settings_from_mapping
-from query.search import search
+from query.requests import SearchRequest
+from query.service import QueryService
 
 START_TIMEOUT_S = 600.0
 HIT_TIMEOUT_S = 10.0
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             os.replace(temporary, target)
             saved = time.monotonic()
             while time.monotonic() - saved < HIT_TIMEOUT_S:
-                if search(settings, word, 1).hits:
+                if QueryService(settings).search(SearchRequest(word, 1)).hits:
                     latencies.append(time.monotonic() - saved)
                     break
                 time.sleep(0.005)

@@ -219,7 +219,7 @@ def answers(settings: Settings, search: list[str], match: list[str], patterns: l
             result = enumerate_module.enumerate_documents(settings, text, None, reader=reader)
             out["match"].append(enumerate_module.to_json(result))
         for pattern in patterns:
-            out["words"].append(words_module.list_words(settings, pattern, None, reader).to_json())
+            out["words"].append(words_module.list_words(settings, pattern, None, reader=reader).to_json())
     return out
 
 

@@ -17,8 +17,12 @@ from query.terminal import clean
 @pass_context
 def doctor_command(obj: Context, as_json: bool) -> None:
     """Check the store, SQLite, the configured paths and the embeddings server."""
+    from workers.engine import open_engine
+    from workers.operations import Check
+
     settings = prologue(obj, as_json)
-    checks = run_checks(settings)
+    with open_engine(settings) as engine:
+        checks = run_checks(settings, lambda: engine.apply(Check()))
     fatal = failed_fatally(checks)
     if as_json:
         echo_json({"ok": not fatal, "checks": [c.to_json() for c in checks]})

@@ -13,26 +13,25 @@ from pathlib import Path
 import click
 
 from cli.app import Context, cli, echo_json, pass_context, prologue
-from config.errors import EXIT_FAILURE, KnowledgeError, UsageError
+from config.errors import EXIT_FAILURE, UsageError
 from config.settings import Settings
 from query.evaluation import (
     DEPTH,
     DOCID_SCHEMES,
     CasesReport,
+    CasesRun,
     QrelsPlan,
     QrelsReport,
+    QrelsRun,
     available_rankings,
     cases_json,
     configured_ranking,
-    plan,
     qrels_json,
-    run_cases,
-    run_qrels,
 )
 from query.judgments import read_cases, read_qrels, read_queries
 from query.metrics import METRICS
-from query.reader import Reader
 from query.search import RANKINGS
+from query.service import QueryService
 from query.terminal import clean, one_line
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -94,11 +93,6 @@ def _rankings(settings: Settings, tier: str | None, compare: bool) -> tuple[list
     return runnable, {r: NO_EMBEDDINGS for r in RANKINGS if r not in runnable}
 
 
-def _require_documents(reader: Reader) -> None:
-    if reader.document_count() == 0:
-        raise KnowledgeError("the index holds no documents; check knowledge.paths and run `knowledge index`")
-
-
 def _below(figure: str, ranking: str, value: float, threshold: float | None, option: str) -> str | None:
     if threshold is None or value >= threshold:
         return None
@@ -118,9 +112,7 @@ def _cases(obj: Context, path: Path, top_k: int | None, tier: str | None, compar
     loaded = read_cases(path)
     k = top_k or settings.top_k
     rankings, skipped = _rankings(settings, tier, compare)
-    with Reader(settings) as reader:
-        _require_documents(reader)
-        reports = [run_cases(settings, reader, loaded, k, r) for r in rankings]
+    reports = QueryService(settings).evaluate(CasesRun(tuple(loaded), k, tuple(rankings)))
     failures = [f for f in (_below(f"recall@{k}", r.ranking, r.recall, min_recall, "--min-recall")
                             for r in reports) if f]
     if as_json:
@@ -165,12 +157,8 @@ def _qrels(obj: Context, qrels_path: Path, queries_path: Path, depth: int, schem
     settings = prologue(obj, as_json)
     judged, texts = read_qrels(qrels_path), read_queries(queries_path)
     rankings, skipped = _rankings(settings, tier, compare)
-    with Reader(settings) as reader:
-        _require_documents(reader)
-        planned = plan(reader, judged, texts, scheme)
-        if not planned.queries:
-            raise UsageError(f"none of the judged queries of {qrels_path} has a text in {queries_path}")
-        reports = [run_qrels(settings, reader, judged, planned, r, scheme, depth) for r in rankings]
+    run = QrelsRun(judged, texts, scheme, tuple(rankings), depth, (str(qrels_path), str(queries_path)))
+    planned, reports = QueryService(settings).evaluate(run)
     failures = [f for r in reports for f in (
         _below("Recall@10", r.ranking, r.means["recall@10"], min_recall, "--min-recall"),
         _below("nDCG@10", r.ranking, r.means["ndcg@10"], min_ndcg, "--min-ndcg")) if f]

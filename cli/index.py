@@ -17,6 +17,7 @@ from query.terminal import clean, name
 if TYPE_CHECKING:  # workers/ and rich are imported only when a run starts or a bar is drawn
     from rich.progress import Progress, TaskID
 
+    from pipeline.removal import Removal
     from workers.distributed import Enqueued
     from workers.ledger import RunSummary
     from workers.run import RunRequest, Targets
@@ -238,7 +239,6 @@ def print_dry_run(settings: Settings, request: RunRequest, targets: Targets, as_
 @pass_context
 def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) -> None:
     """Remove documents by path (as `sources` lists it, or as a path from here); a directory removes its subtree."""
-    from query.listing import removal_targets
     from workers.engine import open_engine
 
     for position, given in enumerate(paths, 1):
@@ -251,16 +251,17 @@ def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) 
 
     settings = prologue(obj, False)
     refuse_replica("rm", settings)
-    targets = removal_targets(settings, paths, prefix)
-    wanted = [p for stored, _ in targets.values() for p in stored]
-    if not force:
-        _refuse_a_sweeping_removal(settings, wanted, any(subtree for _, subtree in targets.values()))
     removed: set[str] = set()
-    if wanted:
-        with open_engine(settings) as engine:
+    with open_engine(settings) as engine:
+        removal = engine.resolve(paths, prefix)
+        wanted = removal.wanted
+        if not force:
+            _refuse_a_sweeping_removal(settings, removal)
+        if wanted:
             removed = set(engine.remove(wanted))
     missed = False
-    for given, (stored, subtree) in targets.items():
+    for target in removal.targets:
+        given, stored, subtree = target.given, target.stored, target.subtree
         gone = [p for p in stored if p in removed]
         missed = missed or not gone
         if subtree:
@@ -271,16 +272,15 @@ def rm_command(obj: Context, paths: tuple[str, ...], prefix: bool, force: bool) 
         sys.exit(EXIT_FAILURE)
 
 
-def _refuse_a_sweeping_removal(settings: Settings, wanted: list[str], subtree: bool) -> None:
+def _refuse_a_sweeping_removal(settings: Settings, removal: Removal) -> None:
     """UsageError when a removal without --force takes a whole root or more than rm_max_percent of the store.
 
     One document named exactly is never sweeping: the rule guards directories and long lists.
     """
-    from query.listing import removal_scale
-
-    if len(wanted) < 2 and not subtree:
+    wanted = removal.wanted
+    if len(wanted) < 2 and not removal.subtree:
         return
-    total, whole_roots = removal_scale(settings, wanted)
+    total, whole_roots = removal.documents, removal.whole_roots
     share = 100 * len(wanted) / total if total else 0.0
     if not whole_roots and share <= settings.rm_max_percent:
         return

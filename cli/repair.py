@@ -18,7 +18,6 @@ from pipeline.integrity import (
     RESET,
     Progress,
     Report,
-    check_store,
     way_forward,
 )
 from query.terminal import clean
@@ -78,9 +77,12 @@ def check_command(obj: Context, full: bool, as_json: bool) -> None:
     command that repairs it) or the store is on a read-only file system (the FTS cross-check writes),
     75 when a run held the write lock so the FTS cross-check could not run.
     """
+    from workers.engine import open_engine
+    from workers.operations import Check
+
     settings = prologue(obj, as_json)
-    with terminal_progress("check") as progress:
-        report = check_store(settings.db_path, full, progress)
+    with terminal_progress("check") as progress, open_engine(settings) as engine:
+        report = engine.apply(Check(full, progress))
     if as_json:
         echo_json(report.to_json())
     else:

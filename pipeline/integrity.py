@@ -21,10 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from config.errors import IndexNotBuilt, StoreDamaged, StoreError, StoreReadOnly
+from config.errors import IndexNotBuilt, StoreDamaged
 from pipeline import db, schema, vector_codes, vectors
 from pipeline.db import Connection
-from pipeline.lock import WriteLock
 
 OK = "ok"
 DAMAGED = "damaged"
@@ -159,22 +158,16 @@ def preflight(conn: Connection, where: object) -> None:
 Progress = Callable[[str, int, int], None]  # (the step starting, its number from 1, the number of steps)
 
 
-def check_store(db_path: Path, full: bool = False, progress: Progress | None = None) -> Report:
+def check_store(db_path: Path, full: bool = False, progress: Progress | None = None,
+                blocked: str | None = None) -> Report:
     """Check the store at db_path; raise IndexNotBuilt when there is none. Never raises for damage.
 
-    Takes the write lock when it is free, for the FTS cross-check; without it those steps are
+    The caller holds the write lock (workers/operations.py Check, through the engine), or says why it
+    cannot (blocked: BUSY or READ_ONLY): the FTS cross-check writes, so without the lock those steps are
     reported as not run. progress is told each step as it starts.
     """
     if not db_path.is_file() and not db_path.is_symlink():
         raise IndexNotBuilt.at(db_path)
-    lock = WriteLock(db_path.parent)
-    blocked: str | None = None
-    try:
-        lock.acquire("knowledge check")
-    except StoreReadOnly:
-        blocked = READ_ONLY
-    except (StoreError, OSError):  # busy, or a directory this user cannot write: check read-only
-        blocked = BUSY
     try:
         with _connection(db_path, blocked is None) as conn:
             return check(conn, db_path, full, writable=blocked is None, blocked=blocked, progress=progress)
@@ -182,8 +175,6 @@ def check_store(db_path: Path, full: bool = False, progress: Progress | None = N
         report = Report(db_path, full)
         report._step("file", [Finding("file", str(db_path), f"does not open: {exc.__cause__ or exc}", RESET)], "")
         return report
-    finally:
-        lock.release()
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,12 +57,14 @@ def failed_fatally(checks: list[Check]) -> bool:
     return any(c.status == FAIL and c.fatal for c in checks)
 
 
-def run_checks(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Check]:
-    """Run every check in order; never raises for a broken store or server."""
+def run_checks(settings: Settings, check: Callable[[], integrity.Report],
+               environ: Mapping[str, str] | None = None) -> list[Check]:
+    """Run every check in order; never raises for a broken store or server. check is `knowledge check` in quick
+    mode as the write side runs it (the engine: the lock taken when free), for the integrity step."""
     checks = [_config(settings), formats_check(settings), extraction_check(settings), *_paths(settings), *_sqlite()]
     meta, store_checks = _store(settings)
     checks += store_checks
-    checks.append(_integrity(settings))
+    checks.append(_integrity(settings, check))
     checks += _embeddings(settings, meta, environ)
     checks.append(rerank_check(settings, environ))
     return checks
@@ -176,12 +178,12 @@ def _store(settings: Settings) -> tuple[dict[str, str] | None, list[Check]]:
         conn.close()
 
 
-def _integrity(settings: Settings) -> Check:
+def _integrity(settings: Settings, check: Callable[[], integrity.Report]) -> Check:
     """`knowledge check` in quick mode: damage anywhere in the store is fatal."""
     if not settings.db_path.is_file():
         return Check("integrity", NOT_RUN, "no store to check")
     try:
-        report = integrity.check_store(settings.db_path)
+        report = check()
     except KnowledgeError as exc:
         return Check("integrity", FAIL, str(exc), True)
     if report.damaged:

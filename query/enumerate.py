@@ -19,7 +19,7 @@ from config.errors import QueryError
 from config.instruments import TIER, instruments
 from config.observability import traced
 from config.settings import Settings
-from pipeline import schema
+from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.identifiers import written_form
 from query.filters import Filter
@@ -36,7 +36,7 @@ from query.match_sets import (
     warm_common,
     within,
 )
-from query.reader import Reader, borrowed_reader, not_built_note
+from query.reader import Reader
 from query.status import Status
 from query.words import STEMMER, document_count, other_forms
 
@@ -124,11 +124,13 @@ def enumerate_documents(
     text: str,
     limit: int | None = None,
     sort: str = "matches",
-    reader: Reader | None = None,
+    *,
+    reader: Reader,
     min_matches: int = 1,
     filters: Filter | None = None,
 ) -> EnumerateResult:
-    """Every document holding all positive terms and none of the excluded; raise QueryError on bad syntax.
+    """Every document holding all positive terms and none of the excluded, read from the reader it is lent
+    (QueryService lends one; a store never built is answered before); raise QueryError on bad syntax.
 
     min_matches keeps only the documents whose matching sections (body and heading matches of every
     positive term, summed) number at least that many; filters keeps only the documents it allows
@@ -140,16 +142,13 @@ def enumerate_documents(
     parsed = parse(text)
     with traced("enumerate") as span:
         began = time.perf_counter()
-        with borrowed_reader(settings, reader) as reader:
-            if reader is None:
-                result = EnumerateResult(Status.INDEX_NOT_BUILT, not_built_note(settings), text, dropped=parsed.dropped)
-            else:
-                generation = Generation(reader.settings.db_path)  # read before the snapshot, confirmed after
-                with reader.snapshot():  # the cached sets and the documents from one snapshot
-                    generation.confirm()
-                    result = _enumerate(reader, text, parsed, limit, sort, min_matches, filters, generation)
-                    if result.status == Status.OK and not result.matched:
-                        reader.require_intact()
+        with db.translating_damage(settings.db_path):
+            generation = Generation.of(reader)  # read before the snapshot, confirmed after
+            with reader.snapshot():  # the cached sets and the documents from one snapshot
+                generation.confirm()
+                result = _enumerate(reader, text, parsed, limit, sort, min_matches, filters, generation)
+                if result.status == Status.OK and not result.matched:
+                    reader.require_intact()
         span.set_attribute("knowledge.status", result.status)
         span.set_attribute("knowledge.terms", len(parsed.terms))
         span.set_attribute("knowledge.matched", result.matched)
@@ -187,7 +186,7 @@ def _enumerate(reader: Reader, text: str, parsed: ParsedQuery, limit: int | None
 
 def warm(reader: Reader) -> int:
     """Keep the most common words' documents and reports before the first match (a server's start); how many."""
-    generation = Generation(reader.settings.db_path)
+    generation = Generation.of(reader)
     with reader.snapshot():
         generation.confirm()
         made = warm_common(reader.conn, generation, lambda term: report(reader.conn, term, 0, generation))

@@ -217,3 +217,37 @@ def qrels_json(report: QrelsReport, per_query: bool = False) -> dict[str, object
             for o in report.outcomes
         ]
     return out
+
+
+@dataclass(frozen=True)
+class CasesRun:
+    """An evaluation by cases (`eval --cases`): each ranking's report over the cases at k."""
+
+    cases: tuple[Case, ...]
+    k: int
+    rankings: tuple[str, ...]
+
+    def on(self, settings: Settings, reader: Reader) -> list[CasesReport]:
+        """The reports, ranking by ranking, on the reader QueryService.evaluate lends."""
+        return [run_cases(settings, reader, self.cases, self.k, ranking) for ranking in self.rankings]
+
+
+@dataclass(frozen=True)
+class QrelsRun:
+    """An evaluation on judgments (`eval --qrels`): the plan, and each ranking's report to depth."""
+
+    qrels: Qrels
+    queries: dict[str, str]
+    scheme: str
+    rankings: tuple[str, ...]
+    depth: int
+    files: tuple[str, str] = ("", "")  # the judgments' and the queries' files, for what a refusal names
+
+    def on(self, settings: Settings, reader: Reader) -> tuple[QrelsPlan, list[QrelsReport]]:
+        """The plan and the reports on the reader QueryService.evaluate lends (UsageError: no judged query has a
+        text)."""
+        planned = plan(reader, self.qrels, self.queries, self.scheme)
+        if not planned.queries:
+            raise UsageError(f"none of the judged queries of {self.files[0]} has a text in {self.files[1]}")
+        return planned, [run_qrels(settings, reader, self.qrels, planned, ranking, self.scheme, self.depth)
+                         for ranking in self.rankings]

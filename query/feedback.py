@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.vectors import VectorIdentity, from_blob
+from query.caches import Caches
 from query.fusion import rrf
 from query.vector import exact_nearest, knn_pinned
 
@@ -55,7 +56,8 @@ def moved_query(conn: Connection, vector: Sequence[float], chunk_ids: Sequence[i
 
 def nearest_with_feedback(conn: Connection, identity: VectorIdentity, vector: list[float], count: int,
                           lexical: Sequence[int] | None, excluded: set[int],
-                          allowed: str | None = None) -> tuple[list[tuple[int, float]], list[int]] | None:
+                          allowed: str | None = None, caches: Caches | None = None,
+                          ) -> tuple[list[tuple[int, float]], list[int]] | None:
     """(the vector tier's (chunk id, distance) list, the feedback chunk ids) in one snapshot; None after a switch.
 
     The list is the lexical and first-pass candidates (at most count of them) re-scored by the moved
@@ -64,7 +66,7 @@ def nearest_with_feedback(conn: Connection, identity: VectorIdentity, vector: li
     allowed chunks when a filter is on, as the first pass does.
     """
     with db.read_snapshot(conn):
-        first = knn_pinned(conn, identity, vector, count, allowed)
+        first = knn_pinned(conn, identity, vector, count, allowed, caches)
         if first is None or lexical is None:
             return None if first is None else (first, [])
         nearest = [cid for cid, _ in first if cid not in excluded]

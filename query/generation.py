@@ -3,8 +3,9 @@
 `knowledge match` spends nearly all its time turning each term's matching chunks into documents
 (a join of every matching chunk with its document): ~90k chunks for "the" at 100k chunks, and
 the same words come back query after query. A server opens a Reader per request, so a cache on a
-connection would die with it; this one lives in the process, per store file, and is valid for
-one *generation* of the store:
+connection would die with it; this one (Generations) hangs on the ReadIndex that lends the Readers
+(query/caches.py: `Generation.of(reader)`), per store file, and is valid for one *generation* of
+the store:
 
 - a sentinel connection per store file (read-only, never writing) reads `PRAGMA data_version`,
   which changes whenever any other connection, of this process or another, commits to the file;
@@ -28,11 +29,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline import db
 from pipeline.db import Connection
 from pipeline.paths import file_identity
+
+if TYPE_CHECKING:
+    from query.reader import Reader
 
 MAX_STORES = 4
 MAX_ENTRIES = 4096
@@ -71,43 +75,68 @@ class _Store:
             self.held -= size
 
 
-_lock = threading.Lock()
-_stores: OrderedDict[str, _Store] = OrderedDict()
+class Generations:
+    """The store files whose values are kept, each with its sentinel: one per ReadIndex (query/caches.py)."""
 
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stores: OrderedDict[str, _Store] = OrderedDict()
 
-def _poll(path: Path) -> tuple[_Store, int] | None:
-    """The store's entry and its generation now (None when the file cannot be watched); call under _lock."""
-    if any(s.pid != os.getpid() for s in _stores.values()):
-        _stores.clear()  # a forked child never uses its parent's connections (nor closes them)
-    key = str(path)
-    identity = file_identity(path)
-    found = _stores.get(key)
-    if found is not None and found.identity != identity:
-        found.conn.close()
-        del _stores[key]
-        found = None
-    if identity is None:
-        return None
-    if found is None:
-        try:
-            found = _Store(path, identity)
-        except Exception:  # noqa: BLE001 - an unreadable store: nothing is cached, the query reports it itself
+    def poll(self, path: Path) -> tuple[_Store, int] | None:
+        """The store's entry and its generation now (None when the file cannot be watched); call under lock."""
+        stores = self.stores
+        if any(s.pid != os.getpid() for s in stores.values()):
+            stores.clear()  # a forked child never uses its parent's connections (nor closes them)
+        key = str(path)
+        identity = file_identity(path)
+        found = stores.get(key)
+        if found is not None and found.identity != identity:
+            found.conn.close()
+            del stores[key]
+            found = None
+        if identity is None:
             return None
-        _stores[key] = found
-        while len(_stores) > MAX_STORES:
-            _, evicted = _stores.popitem(last=False)
-            evicted.conn.close()
-    _stores.move_to_end(key)
-    return found, found.poll()
+        if found is None:
+            try:
+                found = _Store(path, identity)
+            except Exception:  # noqa: BLE001 - an unreadable store: nothing is cached, the query reports it itself
+                return None
+            stores[key] = found
+            while len(stores) > MAX_STORES:
+                _, evicted = stores.popitem(last=False)
+                evicted.conn.close()
+        stores.move_to_end(key)
+        return found, found.poll()
+
+    def forget(self, path: Path) -> None:
+        """Close the sentinel of a store file and drop its values."""
+        with self.lock:
+            found = self.stores.pop(str(path), None)
+            if found is not None:
+                found.conn.close()
+
+    def close(self) -> None:
+        """Close every sentinel and drop every value (the ReadIndex lets its store go)."""
+        with self.lock:
+            stores, self.stores = list(self.stores.values()), OrderedDict()
+        for found in stores:
+            if found.pid == os.getpid():
+                found.conn.close()
 
 
 class Generation:
     """The values of one store generation a query may use, and the new ones it may keep."""
 
-    def __init__(self, path: Path) -> None:
+    @classmethod
+    def of(cls, reader: Reader) -> Generation:
+        """The generation of the reader's store, its values kept by the reader's ReadIndex."""
+        return cls(reader.caches.of(Generations), reader.settings.db_path)
+
+    def __init__(self, kept: Generations, path: Path) -> None:
+        self.kept = kept
         self.path = path
-        with _lock:
-            polled = _poll(path)
+        with kept.lock:
+            polled = kept.poll(path)
         self._store = polled[0] if polled else None
         self._version = polled[1] if polled else -1
         self._new: dict[Hashable, tuple[Any, int]] = {}
@@ -123,8 +152,8 @@ class Generation:
         store = self._store
         if store is None:
             return
-        with _lock:
-            polled = _poll(self.path)
+        with self.kept.lock:
+            polled = self.kept.poll(self.path)
         if polled is None or polled[0] is not store or polled[1] != self._version:
             self._store = None
 
@@ -136,7 +165,7 @@ class Generation:
         """
         store = self._store
         if store is not None:
-            with _lock:
+            with self.kept.lock:
                 if store.version == self._version and key in store.values:
                     store.values.move_to_end(key)
                     return store.values[key][0]  # type: ignore[no-any-return]
@@ -151,17 +180,9 @@ class Generation:
         store = self._store
         if store is None or not self._new:
             return
-        with _lock:
-            polled = _poll(self.path)
+        with self.kept.lock:
+            polled = self.kept.poll(self.path)
             if polled is None or polled[0] is not store or polled[1] != self._version:
                 return
             store.add(self._new)
         self._new = {}
-
-
-def forget(path: Path) -> None:
-    """Close the sentinel of a store file and drop its values (tests, and a process letting a store go)."""
-    with _lock:
-        found = _stores.pop(str(path), None)
-        if found is not None:
-            found.conn.close()

@@ -49,27 +49,55 @@ class Centroids:
     matrix: npt.NDArray[np.float32]
 
 
-_cache: OrderedDict[tuple[int, int, str], Centroids] = OrderedDict()
-_lock = threading.Lock()
+Codes = tuple[Ids, npt.NDArray[np.int8]]
 
 
-def centroids(conn: Connection, state_text: str) -> Centroids:
-    """The store's fine centroids, from the process cache when this file and build were read before."""
+class VectorLists:
+    """The centroids and lists read so far, per store file and build: kept by the ReadIndex (query/caches.py)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.centroids: OrderedDict[tuple[int, int, str], Centroids] = OrderedDict()
+        self.lists: OrderedDict[tuple[int, int, str, int], Codes] = OrderedDict()
+        self.held = 0  # bytes of the kept lists
+
+    def remember(self, where: tuple[int, int], state_text: str, read: dict[int, Codes]) -> None:
+        """Keep lists read for later queries, the least recently used dropped past CACHE_BYTES."""
+        with self.lock:
+            for lst, (ids, codes) in read.items():
+                key = (*where, state_text, lst)
+                if key not in self.lists:
+                    self.lists[key] = ids, codes
+                    self.held += ids.nbytes + codes.nbytes
+            while self.held > CACHE_BYTES and self.lists:
+                _, (ids, codes) = self.lists.popitem(last=False)
+                self.held -= ids.nbytes + codes.nbytes
+
+    def forget(self) -> None:
+        """Drop every kept centroid and list (as a new process starts)."""
+        with self.lock:
+            self.centroids.clear()
+            self.lists.clear()
+            self.held = 0
+
+
+def centroids(conn: Connection, state_text: str, kept: VectorLists) -> Centroids:
+    """The store's fine centroids, from kept when this file and build were read before."""
     key = (*_file_identity(conn), state_text)
-    with _lock:
-        found = _cache.get(key)
+    with kept.lock:
+        found = kept.centroids.get(key)
         if found is not None:
-            _cache.move_to_end(key)
+            kept.centroids.move_to_end(key)
             return found
     rows = conn.execute(f"SELECT id, centroid FROM {schema.CENTROIDS} ORDER BY id").fetchall()
     ids = np.array([int(r[0]) for r in rows], dtype=np.int64)
     matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), -1) \
         if rows else np.zeros((0, 0), dtype=np.float32)
     made = Centroids(ids, matrix)
-    with _lock:
-        _cache[key] = made
-        while len(_cache) > KEEP:
-            _cache.popitem(last=False)
+    with kept.lock:
+        kept.centroids[key] = made
+        while len(kept.centroids) > KEEP:
+            kept.centroids.popitem(last=False)
     return made
 
 
@@ -100,20 +128,20 @@ def query_weights(vector: Sequence[float]) -> npt.NDArray[np.int16]:
     return np.round(q * (2047 / peak if peak > 0 else 0)).astype(np.int16)
 
 
-def best_codes(conn: Connection, lists: list[int], vector: Sequence[float], candidates: int,
+def best_codes(conn: Connection, lists: list[int], vector: Sequence[float], candidates: int, kept: VectorLists,
                allowed: Mask | None = None, state_text: str = "") -> list[int]:
     """The chunk ids of the `candidates` codes of these lists (and their delta rows) nearest vector, best first.
 
     With allowed (allowed_mask()) only those chunks' codes compete. A delta row supersedes a list
     entry of the same chunk; entries of deleted chunks may remain (the exact re-scoring drops them).
-    The lists come from the process's list cache when this store file and build were read before.
+    The lists come from kept when this store file and build were read before.
     """
     weights = query_weights(vector)
     delta = _delta(conn, lists)
     moved = np.array(sorted(delta), dtype=np.int64)
     pool_ids: list[Ids] = []
     pool_scores: list[npt.NDArray[np.int32]] = []
-    found = _lists(conn, lists, state_text)
+    found = _lists(conn, lists, state_text, kept)
     for start in range(0, len(found), GROUP):
         group = found[start : start + GROUP]
         ids = np.concatenate([ids for ids, _ in group])
@@ -130,20 +158,15 @@ def best_codes(conn: Connection, lists: list[int], vector: Sequence[float], cand
     return _unique(int(i) for i in ids[order])[:candidates]
 
 
-Codes = tuple[Ids, npt.NDArray[np.int8]]
-_lists_cache: OrderedDict[tuple[int, int, str, int], Codes] = OrderedDict()
-_cached_bytes = 0
-
-
-def _lists(conn: Connection, lists: list[int], state_text: str) -> list[Codes]:
+def _lists(conn: Connection, lists: list[int], state_text: str, kept: VectorLists) -> list[Codes]:
     """(chunk ids, codes) of each list that has a row, in the order asked: cached ones, then the rest read."""
     where = _file_identity(conn) if state_text else (0, 0)
     out: dict[int, Codes] = {}
-    with _lock:
+    with kept.lock:
         for lst in lists:
-            hit = _lists_cache.get((*where, state_text, lst)) if state_text else None
+            hit = kept.lists.get((*where, state_text, lst)) if state_text else None
             if hit is not None:
-                _lists_cache.move_to_end((*where, state_text, lst))
+                kept.lists.move_to_end((*where, state_text, lst))
                 out[lst] = hit
     missing = [lst for lst in lists if lst not in out]
     if missing:
@@ -153,22 +176,8 @@ def _lists(conn: Connection, lists: list[int], state_text: str) -> list[Codes]:
             ids = np.frombuffer(bytes(ids_blob), dtype="<i8").astype(np.int64)
             out[int(lst)] = ids, np.frombuffer(bytes(codes_blob), dtype=np.int8).reshape(len(ids), -1)
         if state_text:
-            _remember(where, state_text, {lst: out[lst] for lst in missing if lst in out})
+            kept.remember(where, state_text, {lst: out[lst] for lst in missing if lst in out})
     return [out[lst] for lst in lists if lst in out]
-
-
-def _remember(where: tuple[int, int], state_text: str, read: dict[int, Codes]) -> None:
-    """Keep lists read for later queries, the least recently used dropped past CACHE_BYTES."""
-    global _cached_bytes
-    with _lock:
-        for lst, (ids, codes) in read.items():
-            key = (*where, state_text, lst)
-            if key not in _lists_cache:
-                _lists_cache[key] = ids, codes
-                _cached_bytes += ids.nbytes + codes.nbytes
-        while _cached_bytes > CACHE_BYTES and _lists_cache:
-            _, (ids, codes) = _lists_cache.popitem(last=False)
-            _cached_bytes -= ids.nbytes + codes.nbytes
 
 
 def _keep(ids: Ids, moved: Ids | None, allowed: Mask | None) -> Mask | None:
@@ -207,15 +216,6 @@ def _delta(conn: Connection, lists: list[int]) -> dict[int, bytes]:
 
 def _unique(ids: Iterable[int]) -> list[int]:
     return list(dict.fromkeys(ids))
-
-
-def forget() -> None:
-    """Drop every cached centroid and list (as a new process starts)."""
-    global _cached_bytes
-    with _lock:
-        _cache.clear()
-        _lists_cache.clear()
-        _cached_bytes = 0
 
 
 def allowed_mask(ids: Sequence[int]) -> Mask:

@@ -11,16 +11,14 @@ listing of 100,000 documents is printed before the second row is read.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 from pipeline import db
-from pipeline.paths import PathBase
 from query.filters import Filter
-from query.reader import Reader, open_reader
+from query.reader import Reader
 from query.status import Status
 from query.tier import tier_line
 
@@ -134,42 +132,3 @@ class StatsAnswer:
 def stats_answer(settings: Settings, reader: Reader) -> StatsAnswer:
     """Counts and facts about the index, and the tier line."""
     return StatsAnswer(Status.OK, None, reader.stats(), tier_line(settings))
-
-
-def removal_scale(settings: Settings, paths: list[str]) -> tuple[int, list[str]]:
-    """(documents in the store, the roots every one of whose documents is among paths): how much a removal takes."""
-    reader = open_reader(settings)
-    if reader is None:
-        return 0, []
-    with reader:
-        per_root = dict(reader.conn.execute("SELECT root, count(*) FROM documents GROUP BY root").fetchall())
-        taken: dict[str, int] = {}
-        for start in range(0, len(paths), 500):
-            part = paths[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for root, count in reader.conn.execute(
-                    f"SELECT root, count(*) FROM documents WHERE path IN ({marks}) GROUP BY root", part):
-                taken[str(root)] = taken.get(str(root), 0) + int(count)
-    whole = sorted(root for root, count in taken.items() if count == per_root.get(root))
-    return sum(int(c) for c in per_root.values()), whole
-
-
-def removal_targets(settings: Settings, paths: tuple[str, ...], prefix: bool) -> dict[str, tuple[list[str], bool]]:
-    """Each argument with the stored paths it names and whether it named a subtree: a document as stored,
-    or as spelled from here; else (or with --prefix) a directory, every document under it."""
-    reader = open_reader(settings)
-    if reader is None:
-        return {p: ([], prefix) for p in paths}
-    base = PathBase.at(settings.path_base)
-    out: dict[str, tuple[list[str], bool]] = {}
-    with reader:
-        for given in paths:
-            spelled = given if "://" in given else base.canonical(given)
-            if not prefix:
-                exact = reader.stored_paths([given, spelled])
-                if exact or "://" in given:
-                    out[given] = ([given if given in exact else spelled] if exact else [], False)
-                    continue
-            below = reader.paths_under(spelled) or reader.paths_under(given.rstrip("/") or "/")
-            out[given] = (below, bool(prefix or below or os.path.isdir(given)))
-    return out

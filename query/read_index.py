@@ -14,6 +14,11 @@ store file already. A kept Reader is checked before it is lent again:
 
 A Reader whose request raised is closed, never kept (but a QueryError, the caller's fault,
 keeps it). Thread-safe: each Reader serves one request at a time.
+
+This is the one module that opens a Reader (tests/test_architecture.py pins it), and every Reader it
+opens carries its Caches (query/caches.py): what the read side keeps across requests and Readers
+(a generation's match columns, the vector lists, the reranker's connections) hangs on the index,
+not on module globals, and goes with close().
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from config.errors import QueryError
+from config.errors import IndexNotBuilt, QueryError
 from config.settings import Settings
 from pipeline import db
 from pipeline.paths import file_identity
-from query.reader import Reader, open_reader
+from query.caches import Caches
+from query.reader import Reader
 
 
 @dataclass
@@ -50,6 +56,14 @@ class ReadIndex:
         self.pid = os.getpid()
         self._idle: list[_Kept] = []
         self._lock = threading.Lock()
+        self.caches = Caches()
+
+    def open(self) -> Reader | None:
+        """A new Reader of the store with this index's caches, the caller's to close (None: never built)."""
+        try:
+            return Reader(self.settings, self.caches)
+        except IndexNotBuilt:
+            return None
 
     @contextmanager
     def reader(self) -> Iterator[Reader | None]:
@@ -94,7 +108,7 @@ class ReadIndex:
             if after is None:
                 return
             with contextlib.suppress(Exception):
-                other = open_reader(self.settings)
+                other = self.open()
                 if other is not None:
                     with other:
                         after(other)
@@ -126,7 +140,7 @@ class ReadIndex:
                 kept.reader.close()
                 raise
             return kept
-        reader = open_reader(self.settings)
+        reader = self.open()
         if reader is None:
             return None
         try:
@@ -143,8 +157,9 @@ class ReadIndex:
         kept.reader.close()
 
     def close(self) -> None:
-        """Close every idle Reader."""
+        """Close every idle Reader and let go of what the caches kept."""
         with self._lock:
             idle, self._idle = self._idle, []
         for kept in idle:
             kept.reader.close()
+        self.caches.close()

@@ -1,7 +1,8 @@
 """The read side's handle on the store: read-only, format-checked, with the status of the index.
 
 A query answers "not built" with one status and note (Status.INDEX_NOT_BUILT, not_built_note()) rather than
-an error; borrowed_reader() lends a query the caller's Reader or opens (and closes) its own.
+an error. Readers are opened by query/read_index.py alone (ReadIndex lends them, with its Caches); every core
+takes the Reader it is given and never opens one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.paths import under
+from query.caches import Caches
 
 if TYPE_CHECKING:
     from query.explain import Explain
@@ -108,10 +110,16 @@ def parse_ref(token: str) -> tuple[str, int] | None:
 
 
 class Reader:
-    """A read-only connection to knowledge.db, with the schema's temp views; raises IndexNotBuilt when there is none."""
+    """A read-only connection to knowledge.db, with the schema's temp views; raises IndexNotBuilt when there is none.
 
-    def __init__(self, settings: Settings) -> None:
+    caches is what its ReadIndex keeps across requests (query/caches.py); without one (a Reader opened
+    outside a ReadIndex) it keeps a Caches of its own, let go when it closes.
+    """
+
+    def __init__(self, settings: Settings, caches: Caches | None = None) -> None:
         self.settings = settings
+        self.caches = caches if caches is not None else Caches()
+        self._owns_caches = caches is None
         self.conn: Connection = db.connect_readonly(settings.db_path, schema.READER_TEMP_DDL)
         self._intact_at: int | None = None  # the store version require_intact last found intact
         self._documents: tuple[int, int] | None = None  # (store version, document count)
@@ -124,8 +132,10 @@ class Reader:
             raise
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the caches it kept on its own)."""
         self.conn.close()
+        if self._owns_caches:
+            self.caches.close()
 
     def __enter__(self) -> Reader:
         return self
@@ -330,30 +340,3 @@ class Reader:
             "format_version": int(self.meta.get(schema.FORMAT_VERSION_KEY, 0)),
             "sqlite_version": db.sqlite_version(),
         }
-
-
-def open_reader(settings: Settings) -> Reader | None:
-    """A Reader, or None when the index was never built."""
-    try:
-        return Reader(settings)
-    except IndexNotBuilt:
-        return None
-
-
-@contextmanager
-def borrowed_reader(settings: Settings, reader: Reader | None = None) -> Iterator[Reader | None]:
-    """The caller's reader, left open; else a fresh one closed on exit (None when the index was never built).
-
-    A SQLite damage error met inside the block is raised as StoreDamaged naming check and rebuild.
-    """
-    if reader is not None:
-        with db.translating_damage(settings.db_path):
-            yield reader
-        return
-    own = open_reader(settings)
-    try:
-        with db.translating_damage(settings.db_path):
-            yield own
-    finally:
-        if own is not None:
-            own.close()

@@ -23,9 +23,9 @@ import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,8 +43,39 @@ WRONG_SHAPE = frozenset({400, 404, 405, 415, 422})  # what a server answers a bo
 _VERSIONED = re.compile(r"/v\d+/rerank$")
 _DETAIL_CHARS = 160
 
-_learned: dict[str, str] = {}  # url -> the shape it answered, for `auto`
-_learned_lock = threading.Lock()
+CLIENTS = 4  # pooled clients kept (one per API key and scheme)
+
+
+class Rerankers:
+    """What a read side keeps of its rerank endpoints: one pooled client per API key (a search reuses the
+    connection of the one before) and the shape each `auto` URL answered; kept by the ReadIndex
+    (query/caches.py)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.learned: dict[str, str] = {}  # url -> the shape it answered, for `auto`
+        self.clients: OrderedDict[tuple[str | None, bool], httpx.Client] = OrderedDict()
+
+    def client(self, key: str | None, secure: bool) -> httpx.Client:
+        """The pooled client for an API key (made on first use; the least recently used closed past CLIENTS)."""
+        with self.lock:
+            found = self.clients.get((key, secure))
+            if found is not None:
+                self.clients.move_to_end((key, secure))
+                return found
+        made = _client(key, secure)
+        with self.lock:
+            self.clients[(key, secure)] = made
+            while len(self.clients) > CLIENTS:
+                self.clients.popitem(last=False)[1].close()
+        return made
+
+    def close(self) -> None:
+        """Close every pooled client."""
+        with self.lock:
+            clients, self.clients = list(self.clients.values()), OrderedDict()
+        for client in clients:
+            client.close()
 
 
 @dataclass(frozen=True)
@@ -57,18 +88,19 @@ class Reranked:
 
 
 def scores(settings: RerankSettings, query: str, texts: Sequence[str], deadline: float | None = None,
-           environ: Mapping[str, str] | None = None) -> Reranked:
+           environ: Mapping[str, str] | None = None, kept: Rerankers | None = None) -> Reranked:
     """The endpoint's score of each text for query, by time.monotonic() deadline (default: budget_ms from now).
 
-    The deadline bounds the exchange with the server; building the process's pooled client (once:
-    for https that loads the CA certificates) comes before it. Raises RerankError (timeout, refused,
-    http_status, malformed, config).
+    The deadline bounds the exchange with the server; building the pooled client kept (once per
+    ReadIndex: for https that loads the CA certificates) comes before it. kept: the Reader's (None: a
+    client for this call only). Raises RerankError (timeout, refused, http_status, malformed, config).
     """
     key = _read_key(settings.api_key_env, os.environ if environ is None else environ)
-    client = _client(key, settings.url.lower().startswith("https:"))
+    kept = kept if kept is not None else Rerankers()
+    client = kept.client(key, settings.url.lower().startswith("https:"))
     began = time.monotonic()
     deadline = began + settings.budget_ms / 1000 if deadline is None else deadline
-    shapes = planned_shapes(settings)
+    shapes = planned_shapes(settings, kept)
     for at, shape in enumerate(shapes):
         try:
             body = _exchange(client, settings, shape, query, texts, deadline, key)
@@ -78,18 +110,18 @@ def scores(settings: RerankSettings, query: str, texts: Sequence[str], deadline:
             raise
         found = read_scores(body, len(texts))
         if settings.shape == "auto":
-            with _learned_lock:
-                _learned[settings.url] = shape
+            with kept.lock:
+                kept.learned[settings.url] = shape
         return Reranked(found, shape, time.monotonic() - began)
     raise AssertionError("unreachable: planned_shapes is never empty")  # pragma: no cover
 
 
-def planned_shapes(settings: RerankSettings) -> tuple[str, ...]:
+def planned_shapes(settings: RerankSettings, kept: Rerankers) -> tuple[str, ...]:
     """The shapes to try in order: the configured one, else the one this URL answered, else the path's guess first."""
     if settings.shape != "auto":
         return (settings.shape,)
-    with _learned_lock:
-        known = _learned.get(settings.url)
+    with kept.lock:
+        known = kept.learned.get(settings.url)
     if known is not None:
         return (known,)
     guess = COHERE if _VERSIONED.search(urlsplit(settings.url).path.rstrip("/")) else TEI
@@ -178,9 +210,8 @@ def _read(response: httpx.Response, deadline: float, settings: RerankSettings) -
     return bytes(data)
 
 
-@lru_cache(maxsize=4)
 def _client(key: str | None, secure: bool) -> httpx.Client:
-    """One pooled client per API key for the process: a search reuses the connection of the one before.
+    """A pooled client for an API key (Rerankers keeps it: a search reuses the connection of the one before).
 
     A plain http endpoint never negotiates TLS, so its client skips loading the CA certificates
     (which costs a one-shot search a few hundred ms on a loaded machine); https verifies as usual.

@@ -7,7 +7,7 @@ query/rank/: the query parsed once, each tier's candidates, the stages, one hydr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -15,6 +15,7 @@ from config.errors import EmbeddingError, QueryError, RerankError, UsageError, V
 from config.instruments import TIER, instruments
 from config.observability import traced
 from config.settings import MAX_TOP_K, Settings
+from pipeline import db
 from pipeline.vectors import pinned_identity, serving
 from query.filters import Filter
 from query.generation import Generation
@@ -30,7 +31,7 @@ from query.rank.tiers import RANKINGS as RANKINGS
 from query.rank.tiers import VECTOR as VECTOR
 from query.rank.tiers import Tiers, lexical_tier, vector_tier
 from query.rank.tiers import excluded_ids as excluded_ids
-from query.reader import Hit, Reader, Translation, borrowed_reader, not_built_note
+from query.reader import Hit, Reader, Translation, not_built_note
 from query.status import Status
 from query.terminal import one_line
 from query.tier import rerank_configured, tier_line
@@ -42,9 +43,9 @@ if TYPE_CHECKING:
 NOTE_EMPTY = "the index holds no documents; check knowledge.paths and run `knowledge index`"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchResponse:
-    """What a search found, how, and what the caller should know about it."""
+    """What a search found, how, and what the caller should know about it (made whole, never changed)."""
 
     tier: str
     status: str
@@ -77,9 +78,11 @@ def not_built(settings: Settings, text: str) -> SearchResponse:
                           query=parse_query(text))
 
 
-def search(settings: Settings, text: str, top_k: int | None = None, reader: Reader | None = None,
-           filters: Filter | None = None, explain: bool = False, lang: str | None = None) -> SearchResponse:
-    """Answer free text with the top_k best sections; never raises for any query text.
+def search(settings: Settings, text: str, top_k: int | None, reader: Reader, filters: Filter | None = None,
+           explain: bool = False, lang: str | None = None) -> SearchResponse:
+    """Answer free text with the top_k best sections (None: the configured count) from the reader it is lent
+    (QueryService lends one; a store never built is answered before, with not_built()); never raises for any
+    query text.
 
     filters narrows the documents answered from (query/filters.py); explain attaches to each hit
     its ranks and scores in each tier (query/explain.py); lang is the query's language (None: told
@@ -90,15 +93,13 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
     dimension or prefix mismatch with the index raises VectorIdentityMismatch.
     """
     query = parse_query(text)
-    with borrowed_reader(settings, reader) as reader:
-        if reader is None:
-            return not_built(settings, text)
+    with db.translating_damage(settings.db_path):
         k, clamped = clamp_top_k(top_k, settings)
         with traced("search") as span:
             began = time.perf_counter()
             response = _search(settings, reader, query, k, filters=filters, explain=explain, lang=lang)
             if clamped:
-                response.note = "; ".join(n for n in (response.note, clamped) if n)
+                response = replace(response, note="; ".join(n for n in (response.note, clamped) if n))
             if not response.hits and response.status == Status.OK:
                 reader.require_intact()
             span.set_attribute("knowledge.tier", response.tier)
@@ -156,7 +157,7 @@ def _search(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
     active = filters if filters is not None and filters.active else None
     # a filter's documents are kept per generation, read before the snapshot and confirmed once it has begun
     # (none is made without one: its sentinel connection would hold the store open in a CLI process)
-    generation = Generation(reader.settings.db_path) if active is not None else None
+    generation = Generation.of(reader) if active is not None else None
     with reader.snapshot():
         if generation is not None:
             generation.confirm()
@@ -180,7 +181,7 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
     lexical = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else ()
     lexical = widened(reader, query, lexical, fanout, allowed, excluded, language) if ranking != VECTOR else ()
     response = SearchResponse(tier, Status.OK, note=_query_note(query, active),
-                              dropped=query.dropped, query=query)
+                              dropped=query.dropped, query=query, language=language)
     tiers = Tiers(LEXICAL, lexical)
     if _wants_vectors(settings, reader, query, ranking) and not (allowed is not None and allowed.empty):
         try:
@@ -191,34 +192,33 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
         except EmbeddingError as exc:  # the embed step failed: degrade, and say so everywhere
             if ranking is not None:
                 raise  # a forced ranking (evaluation) never degrades silently
-            _degrade(response, settings, exc)
+            response = _degraded(response, settings, exc)
         else:
-            response.tier = found.tier
+            response = replace(response, tier=found.tier)
             tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
-    response.language = language
     answered = ranked_hits(Context(query, tiers, reader, settings, language), k, explain)
-    response.hits = answered.hits
-    _reranked(response, settings, outcome_of(answered.ranking), forced=ranking is not None)
-    return response
+    return _reranked(replace(response, hits=answered.hits), settings, outcome_of(answered.ranking),
+                     forced=ranking is not None)
 
 
-def _reranked(response: SearchResponse, settings: Settings, outcome: RerankOutcome | None, forced: bool) -> None:
-    """Say what the reranker did: its part of the tier line, and a note when it was skipped.
+def _reranked(response: SearchResponse, settings: Settings, outcome: RerankOutcome | None,
+              forced: bool) -> SearchResponse:
+    """The response saying what the reranker did: its part of the tier line, and a note when it was skipped.
 
     A forced ranking (evaluation) raises RerankError instead: its figures never silently leave out a stage.
     """
     if outcome is None or settings.rerank is None:
-        return
+        return response
     if forced and outcome.skipped is not None:
         raise RerankError(f"the reranker was skipped ({outcome.skipped}); an evaluation ranks through every "
                           "configured stage or stops (raise knowledge.rerank.budget_ms, or fix the endpoint)",
                           outcome.kind or "error")
-    response.rerank = outcome
     plain = response.tier.removesuffix(f"; {rerank_configured(settings.rerank)}")
-    response.tier = f"{plain}; {outcome.line()}"
+    note = response.note
     if outcome.skipped is not None:
         skipped = f"rerank skipped ({outcome.skipped}); these results keep the fused order"
-        response.note = "; ".join(n for n in (response.note, skipped) if n)
+        note = "; ".join(n for n in (note, skipped) if n)
+    return replace(response, rerank=outcome, tier=f"{plain}; {outcome.line()}", note=note)
 
 
 def _wants_vectors(settings: Settings, reader: Reader, query: ParsedQuery, ranking: str | None) -> bool:
@@ -235,13 +235,12 @@ def _wants_vectors(settings: Settings, reader: Reader, query: ParsedQuery, ranki
     return True
 
 
-def _degrade(response: SearchResponse, settings: Settings, exc: EmbeddingError) -> None:
-    """Mark a response lexical only because the embed step failed: tier line, note and `degraded` say why."""
+def _degraded(response: SearchResponse, settings: Settings, exc: EmbeddingError) -> SearchResponse:
+    """The response marked lexical only because the embed step failed: tier line, note and `degraded` say why."""
     reason = f"{exc.kind}: {one_line(str(exc), 200)}"
     notes = [n for n in (response.note, f"vector tier skipped ({reason}); these results are lexical only") if n]
-    response.tier = tier_line(settings, degraded=reason)
-    response.note = "; ".join(notes)
-    response.degraded, response.degraded_kind = reason, exc.kind
+    return replace(response, tier=tier_line(settings, degraded=reason), note="; ".join(notes), degraded=reason,
+                   degraded_kind=exc.kind)
 
 
 def _query_note(query: ParsedQuery, filters: Filter | None) -> str | None:

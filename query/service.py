@@ -15,8 +15,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from config.errors import IndexNotBuilt, KnowledgeError
 from config.settings import Settings
 from query import budget
 from query.answers import MatchAnswer, SearchAnswer, ShowAnswer, SourcesAnswer, StatsAnswer, WordsAnswer
@@ -24,7 +25,7 @@ from query.enumerate import EnumerateResult, checked_limit, enumerate_documents
 from query.listing import SourcesListing, stats_answer
 from query.match_query import scrub
 from query.read_index import ReadIndex
-from query.reader import ambiguous_note, not_built_note, parse_ref
+from query.reader import Reader, ambiguous_note, not_built_note, parse_ref
 from query.reading import ReadAnswer, around, refusal
 from query.requests import (
     EnumerateRequest,
@@ -41,6 +42,15 @@ from query.words import Narrowing, list_words
 
 if TYPE_CHECKING:
     from query.citations import CitationMapper
+
+T = TypeVar("T", covariant=True)
+
+
+class Evaluation(Protocol[T]):
+    """An evaluation run on the Reader the service lends (query/evaluation.py)."""
+
+    def on(self, settings: Settings, reader: Reader) -> T: ...
+
 
 KEEP_READERS = 8  # idle Readers a server keeps between requests (one per concurrent request in use)
 
@@ -106,7 +116,8 @@ class QueryService:
             if reader is None:
                 result = EnumerateResult(Status.INDEX_NOT_BUILT, not_built_note(self.settings), query)
                 return MatchAnswer(filters, result, self.mapper)
-            result = enumerate_documents(self.settings, query, limit, sort, reader, least, filters)
+            result = enumerate_documents(self.settings, query, limit, sort, reader=reader, min_matches=least,
+                                         filters=filters)
         return MatchAnswer(filters, result, self.mapper)
 
     def read(self, request: ReadRequest) -> ReadAnswer:
@@ -167,6 +178,16 @@ class QueryService:
                 return StatsAnswer(Status.INDEX_NOT_BUILT, not_built_note(self.settings))
             return stats_answer(self.settings, reader)
 
+    def evaluate(self, run: Evaluation[T]) -> T:
+        """An evaluation (query/evaluation.py: CasesRun, QrelsRun) on one Reader; IndexNotBuilt without a store,
+        KnowledgeError when it holds no documents."""
+        with self.index.reader() as reader:
+            if reader is None:
+                raise IndexNotBuilt.at(self.settings.db_path)
+            if reader.document_count() == 0:
+                raise KnowledgeError("the index holds no documents; check knowledge.paths and run `knowledge index`")
+            return run.on(self.settings, reader)
+
     def words(self, request: WordsRequest) -> WordsAnswer:
         """The vocabulary words matching the pattern, narrowed and counted as asked."""
         narrowing = Narrowing(request.min_docs, request.max_docs, request.in_field, request.sort, request.limit,
@@ -174,7 +195,7 @@ class QueryService:
         with self.index.reader() as reader:
             if reader is None:
                 return WordsAnswer(Status.INDEX_NOT_BUILT, not_built_note(self.settings), request.pattern)
-            return list_words(self.settings, request.pattern, request.counts, reader, narrowing)
+            return list_words(self.settings, request.pattern, request.counts, reader=reader, narrowing=narrowing)
 
 
 def read_around(settings: Settings, citation: str, before: int = 0, after: int = 0,

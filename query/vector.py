@@ -18,6 +18,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from config.errors import VectorIdentityMismatch
 from config.settings import EmbeddingsSettings
@@ -33,6 +34,10 @@ from pipeline.vectors import (
     pinned_identity,
     to_blob,
 )
+from query.caches import Caches
+
+if TYPE_CHECKING:
+    from query.list_scan import VectorLists
 
 KNN_K = 50
 # Below this many chunk ids brute force is as fast as the quantised path (both ~5 ms at 10k) and exact.
@@ -75,12 +80,14 @@ def embed_query(settings: EmbeddingsSettings, identity: VectorIdentity, text: st
 
 
 def knn(
-    conn: Connection, vector: list[float], k: int = KNN_K, exact_below: int | None = None
+    conn: Connection, vector: list[float], k: int = KNN_K, exact_below: int | None = None,
+    caches: Caches | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) of the k nearest chunks, nearest first (ties to the smaller id).
 
     Exact on stores under `exact_below` (default EXACT_BELOW) chunk ids or without the quantised
-    companions; otherwise quantised candidates re-scored exactly (see the module docstring).
+    companions; otherwise quantised candidates re-scored exactly (see the module docstring). caches: where
+    the lists read are kept (the Reader's, from its ReadIndex; None: kept for this call only).
     """
     if not has_table(conn):
         raise VectorIdentityMismatch(
@@ -89,12 +96,13 @@ def knn(
     size = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
     if size >= (EXACT_BELOW if exact_below is None else exact_below) and vector_codes.ready(conn) \
             and vector_codes.state(conn).clusters:
-        return knn_quantised(conn, vector, k)
+        return knn_quantised(conn, vector, k, caches=caches)
     return knn_exact(conn, vector, k)
 
 
 def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
-               k: int = KNN_K, allowed: str | None = None) -> list[tuple[int, float]] | None:
+               k: int = KNN_K, allowed: str | None = None, caches: Caches | None = None,
+               ) -> list[tuple[int, float]] | None:
     """knn() in one read snapshot that still pins identity; None when the store switched models meanwhile.
 
     With allowed (a filter's document ids, query/filters.py) only those documents' chunks are ranked.
@@ -105,10 +113,12 @@ def knn_pinned(conn: Connection, identity: VectorIdentity, vector: list[float],
     with db.read_snapshot(conn):
         if pinned_identity(schema.read_meta(conn)) != identity:
             return None
-        return knn(conn, vector, k) if allowed is None else knn_within(conn, vector, allowed, k)
+        return (knn(conn, vector, k, caches=caches) if allowed is None
+                else knn_within(conn, vector, allowed, k, caches))
 
 
-def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN_K) -> list[tuple[int, float]]:
+def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN_K,
+               caches: Caches | None = None) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) of the k nearest chunks of the allowed documents (a JSON array of ids).
 
     Up to EXACT_ALLOWED allowed chunks are ranked exactly; more, when the quantised companions are
@@ -136,9 +146,11 @@ def knn_within(conn: Connection, vector: list[float], allowed: str, k: int = KNN
     share = min(1.0, len(ids) / size)
     wanted = state.clusters if share < PROBE_SHARE else min(state.clusters, math.ceil(
         probes(state.clusters, size) / share))
-    found = list_scan.centroids(conn, _state_text(conn))
+    kept = _kept(caches)
+    found = list_scan.centroids(conn, _state_text(conn), kept)
     nearest = list_scan.nearest_lists(found, vector, wanted)
-    best = list_scan.best_codes(conn, nearest, vector, RESCORE * k, list_scan.allowed_mask(ids), _state_text(conn))
+    best = list_scan.best_codes(conn, nearest, vector, RESCORE * k, kept, list_scan.allowed_mask(ids),
+                                _state_text(conn))
     return exact_nearest(conn, vector, best, k)
 
 
@@ -159,7 +171,7 @@ def probes(clusters: int, size: int) -> int:
 
 
 def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: int | None = None,
-                  rescore: int | None = None) -> list[tuple[int, float]]:
+                  rescore: int | None = None, caches: Caches | None = None) -> list[tuple[int, float]]:
     """The int8 codes of the `lists` lists nearest the query (default probes()), the best rescore * k (default
     RESCORE * k) re-scored exactly.
 
@@ -168,17 +180,25 @@ def knn_quantised(conn: Connection, vector: list[float], k: int = KNN_K, lists: 
     """
     from query import list_scan
 
+    kept = _kept(caches)
     with db.read_snapshot(conn):
         state, text = vector_codes.state(conn), _state_text(conn)
         if state.clusters:
             size = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
-            found = list_scan.centroids(conn, text)
+            found = list_scan.centroids(conn, text, kept)
             nearest = list_scan.nearest_lists(found, vector, probes(state.clusters, size) if lists is None else lists)
         else:
             nearest = [0]
         best = list_scan.best_codes(conn, nearest, vector, int((RESCORE if rescore is None else rescore) * k),
-                                    state_text=text)
+                                    kept, state_text=text)
         return exact_nearest(conn, vector, best, k)
+
+
+def _kept(caches: Caches | None) -> VectorLists:
+    """The vector lists kept in caches (a Reader's, from its ReadIndex), else kept for one call."""
+    from query.list_scan import VectorLists
+
+    return caches.of(VectorLists) if caches is not None else VectorLists()
 
 
 def _state_text(conn: Connection) -> str:

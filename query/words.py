@@ -18,7 +18,7 @@ from typing import Any
 from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
-from query.reader import Reader, borrowed_reader, not_built_note
+from query.reader import Reader
 from query.status import Status
 from query.terms import quote
 from query.word_patterns import invalid_note, refusal
@@ -303,10 +303,11 @@ def _ordered(infos: list[WordInfo], narrowing: Narrowing) -> list[WordInfo]:
 
 
 def list_words(
-    settings: Settings, pattern: str | None = None, counts: bool | None = None, reader: Reader | None = None,
+    settings: Settings, pattern: str | None = None, counts: bool | None = None, *, reader: Reader,
     narrowing: Narrowing | None = None,
 ) -> WordsResult:
-    """The words matching pattern (a case-insensitive regex); never raises for any pattern text.
+    """The words matching pattern (a case-insensitive regex), read from the reader it is lent (QueryService
+    lends one; a store never built is answered before); never raises for any pattern text.
 
     counts: None computes document counts only for a short list; True always; False never (unless
     the narrowing needs them).
@@ -315,9 +316,7 @@ def list_words(
     refused = refusal(pattern)
     if refused is not None:
         return WordsResult(Status.PATTERN_INVALID, refused, pattern)
-    with borrowed_reader(settings, reader) as reader:
-        if reader is None:
-            return WordsResult(Status.INDEX_NOT_BUILT, not_built_note(settings), pattern)
+    with db.translating_damage(settings.db_path):
         if reader.document_count() == 0:
             return WordsResult(Status.CORPUS_EMPTY, NOTE_CORPUS_EMPTY, pattern)
         vocab, size = candidate_words(reader.conn, pattern, narrowing.paths)

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 
 from config.settings import Settings
-from query.search import search
+from tests.lent import search
 
 
 class Searcher(threading.Thread):

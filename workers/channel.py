@@ -1,11 +1,12 @@
 """The one channel to a running `knowledge writer`: a request on the write queue, its answer in the ledger.
 
 The writer holds the store's write lock for its lifetime, so a change outside an index run
-(workers/maintenance.py OPERATIONS: rm, rebuild, vacuum, reset, a switch step) made while it runs
-is sent to it as one `request` message (request id, operation, arguments), queued behind the
-writes in flight. The writer applies the same function the engine runs when it holds the lock
-itself and puts the answer under the request id (Ledger.replies); the sender polls for it, bounded,
-and gives up early when no writer is alive any more. A request carries the time its sender stops
+(workers/operations.py: Remove, Rebuild, Vacuum, Reset, a SwitchStep) made while it runs is sent to
+it as one `request` message (request id, the operation's name, its wire form), queued behind the
+writes in flight. The writer applies the same request the engine applies when it holds the lock
+itself and puts the answer under the request id (Ledger.replies); an error travels as its name and
+text and is raised again in the sender through operations.ERRORS. The sender polls for the answer,
+bounded, and gives up early when no writer is alive any more. A request carries the time its sender stops
 waiting: a writer that reaches it later drops it, so nothing is applied once nobody waits for it.
 """
 
@@ -21,7 +22,9 @@ import dramatiq
 from config.errors import BrokerError
 from config.settings import Settings
 from workers import queues
-from workers.maintenance import HeldStore, answer, raise_for
+from workers.ledger.shapes import Wire
+from workers.maintenance import HeldStore
+from workers.operations import Operation, answer, raise_for
 from workers.runtime import current
 
 REQUEST_ACTOR = "request"
@@ -35,12 +38,12 @@ RequestActor = dramatiq.Actor[[str, str, dict[str, Any], float], None]
 def declare_request_actor(broker: dramatiq.Broker, held: HeldStore | None) -> RequestActor:
     """The `request` actor (write queue); held is the writer's store (None where requests are only sent)."""
 
-    def request(request_id: str, op: str, args: dict[str, Any], expires_at: float) -> None:
+    def request(request_id: str, op: str, wire: dict[str, Any], expires_at: float) -> None:
         if held is None:
             raise BrokerError("a request reached a process that does not hold the store")
         if time.time() > expires_at:  # its sender gave up: applying it now would surprise everyone
             return
-        current().ledger.replies.put(request_id, answer(held, op, args))
+        current().ledger.replies.put(request_id, answer(held, {**wire, "op": op}))
 
     return dramatiq.actor(broker=broker, actor_name=REQUEST_ACTOR, queue_name=queues.WRITE,
                           **REQUEST_OPTIONS)(request)
@@ -69,30 +72,31 @@ class WriterChannel:
         """True when a `knowledge writer` announced itself lately."""
         return bool(self.ledger.presence.alive("writer"))
 
-    def ask(self, op: str, args: dict[str, Any], wait_s: float, request_id: str | None = None) -> dict[str, Any]:
-        """Send one operation to the writer and wait for its answer (its error raised again as its kind).
+    def ask(self, op: Operation[Any], request_id: str | None = None) -> Wire:
+        """Send one operation to the writer and wait for its answer (its error raised again through ERRORS).
 
-        BrokerError past wait_s, or once no writer is alive: the request is then never applied (a
-        writer reaching it later drops it).
+        BrokerError past the operation's wait_s, or once no writer is alive: the request is then never
+        applied (a writer reaching it later drops it).
         """
-        request_id = request_id or f"{op}-{uuid.uuid4().hex[:12]}"
-        self.actor.send(request_id, op, args, time.time() + wait_s)
+        wait_s, name = op.wait_s, op.name
+        request_id = request_id or f"{name}-{uuid.uuid4().hex[:12]}"
+        self.actor.send(request_id, name, op.to_wire(), time.time() + wait_s)
         deadline = time.monotonic() + wait_s
         looked = time.monotonic()
         pause = 0.01
         while time.monotonic() < deadline:
             raw = self.ledger.replies.get(request_id)
             if raw is not None:
-                reply: dict[str, Any] = json.loads(raw)
+                reply: Wire = json.loads(raw)
                 return raise_for(reply)
             if time.monotonic() - looked >= ALIVE_EVERY_S:
                 looked = time.monotonic()
                 if not self.writer_alive():
-                    raise BrokerError(f"no `knowledge writer` is alive to answer {op!r} (the one holding the store "
+                    raise BrokerError(f"no `knowledge writer` is alive to answer {name!r} (the one holding the store "
                                       "stopped?); start one and run the command again")
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
         raise BrokerError(
-            f"the store is held by a writer, and no `knowledge writer` answered {op!r} within {wait_s:.0f} s; "
+            f"the store is held by a writer, and no `knowledge writer` answered {name!r} within {wait_s:.0f} s; "
             "a writer reaching the request later drops it: run the command again"
         )

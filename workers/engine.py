@@ -9,35 +9,42 @@ lock is held by a running `knowledge writer`, sends it to that writer over the o
 (workers/channel.py), which applies the same operation; the answer is the same either way. In the
 distributed deployment an operation that rewrites or replaces the whole store also holds the run
 lock meanwhile, so no index run starts (or is planned) against the store it changes.
+
+An operation is a frozen request (workers/operations.py: Remove, Rebuild, Vacuum, Reset, SwitchStep,
+Check) and `Engine.apply(op)` its one way in, answering the request's typed result; remove(),
+rebuild(), vacuum() and reset() are shorthands for it. `check` comes through here too: it takes the
+lock when it is free (its FTS cross-check writes), else checks without it, never through the writer.
+`resolve` says what an `rm` names before anything is removed (pipeline/removal.py).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self, TypeVar, overload
 
 import dramatiq
 
 from config.errors import IndexNotBuilt, KnowledgeError, RunInProgress, StoreBusy, UsageError
 from config.observability import tracer
 from config.settings import Settings
-from pipeline import shadow, vectors
+from pipeline import removal, shadow, vectors
 from pipeline.embeddings import Probe
+from pipeline.integrity import Report, check_store
+from pipeline.paths import PathBase
+from pipeline.removal import Removal
 from pipeline.repair import Repair
 from pipeline.store import Emptied
-from pipeline.vectors import VectorIdentity
 from workers import queues
 from workers.actors import declare_actors
 from workers.broker import build_stub_broker
 from workers.ledger import InMemoryLedger, Ledger, RunSummary
-from workers.ledger.shapes import LOCK_TTL_MS
+from workers.ledger.shapes import LOCK_TTL_MS, Wire
 from workers.maintenance import WRITER_HOLDER, HeldStore, busy
+from workers.operations import Check, EngineShadowWriter, Operation, Rebuild, Remove, Reset, SwitchStep, Vacuum
 from workers.run import Progress, RunRequest, Targets, follow, new_run_id, plan_and_enqueue
 from workers.runtime import Runtime, install, uninstall
 
@@ -47,10 +54,7 @@ if TYPE_CHECKING:  # the distributed side (redis) is imported only when a broker
 
 IDLE_MS = 50  # a one-shot command's idle worker threads: also about how long stopping takes
 Notes = Callable[[str], None]
-# How long a sender waits for the writer's answer: one step of a switch, or a whole-store rewrite.
-WAIT_S = {"remove": 60.0, "switch": 120.0, "rebuild": 3600.0, "vacuum": 3600.0, "reset": 600.0}
-WHOLE_STORE = frozenset({"rebuild", "vacuum", "reset"})
-SWAP_WAIT_S = 600.0  # how long a switch waits for a running index run to end before it swaps
+R = TypeVar("R")
 
 
 class Engine(Protocol):
@@ -72,6 +76,21 @@ class Engine(Protocol):
 
     def detach(self, request: RunRequest, targets: Targets) -> Enqueued:
         """Walk and enqueue an index run, and return what was enqueued without waiting (a broker only)."""
+        ...
+
+    @overload
+    def apply(self, op: Check) -> Report: ...
+
+    @overload
+    def apply(self, op: Operation[R]) -> R: ...
+
+    def apply(self, op: Check | Operation[R]) -> Report | R:
+        """Apply one operation where the write lock is held (here, or by the running writer); its result.
+        A Check runs here: with the lock when it is free, else without it (the report says what did not run)."""
+        ...
+
+    def resolve(self, paths: tuple[str, ...], prefix: bool) -> Removal:
+        """What an `rm` of paths names (each argument's stored paths) and its scale, before anything is removed."""
         ...
 
     def remove(self, paths: list[str]) -> list[str]:
@@ -104,78 +123,68 @@ def open_engine(settings: Settings, notes: Notes | None = None, idle_ms: int = I
 
 
 class StoreChanges:
-    """The maintenance operations, written once over _apply (here, or through the running writer)."""
+    """The maintenance operations, written once over _held_or_sent (here, or through the running writer)."""
 
     settings: Settings
 
-    def _hold(self, op: str) -> None:
-        """Take the write lock for op, or find the writer that holds it (a refusal comes here)."""
+    def _hold(self, command: str) -> None:
+        """Take the write lock for command, or find the writer that holds it (a refusal comes here)."""
         raise NotImplementedError
 
-    def _apply(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _held_or_sent(self, op: Operation[R]) -> Wire:
+        """The answer to op: applied here under the lock, or by the running writer."""
         raise NotImplementedError
 
-    def remove(self, paths: list[str]) -> list[str]:
-        """Delete documents by stored path; those that were indexed (none without a store)."""
-        if not self.settings.db_path.is_file():
-            return []
-        return [str(p) for p in self._apply("remove", {"paths": list(paths)})["removed"]]
+    def _local(self) -> HeldStore:
+        """The HeldStore of this process (its lock taken or not)."""
+        raise NotImplementedError
 
-    def rebuild(self) -> Repair:
-        """Repair the store from its chunks (IndexNotBuilt without one; StoreDamaged when the file is)."""
-        self._require_store()
-        return Repair.from_json(self._apply("rebuild", {}))
+    @overload
+    def apply(self, op: Check) -> Report: ...
 
-    def vacuum(self) -> tuple[int, int]:
-        """Rewrite the store without free pages (IndexNotBuilt without one): bytes before, after."""
-        self._require_store()
-        done = self._apply("vacuum", {})
-        return int(done["before"]), int(done["after"])
+    @overload
+    def apply(self, op: Operation[R]) -> R: ...
 
-    def reset(self) -> Emptied:
-        """Replace the store with an empty one holding the schema."""
-        done = self._apply("reset", {})
-        return Emptied(done["documents"], done["chunks"], bool(done["existed"]))
+    def apply(self, op: Check | Operation[R]) -> Report | R:
+        """Apply one operation (IndexNotBuilt when it needs a store and there is none); its typed result."""
+        if isinstance(op, Check):
+            return self._check(op)
+        answer = op.needless(self.settings)
+        return op.result(answer if answer is not None else self._held_or_sent(op))
 
-    def shadow_writer(self) -> shadow.ShadowWriter:
-        """The writer of a vector switch's steps, through this engine (the lock taken, or the writer found, now)."""
-        self._hold("switch")
-        return EngineShadowWriter(self._apply)
-
-    def _require_store(self) -> None:
+    def _check(self, op: Check) -> Report:
+        """Check the store here (IndexNotBuilt without one): the lock taken when free, else checked without it."""
         db_path = self.settings.db_path
         if not db_path.is_file() and not db_path.is_symlink():
             raise IndexNotBuilt.at(db_path)
+        held = self._local()
+        blocked = held.attempt(op.command)
+        return check_store(db_path, op.full, op.progress, blocked)
 
+    def resolve(self, paths: tuple[str, ...], prefix: bool) -> Removal:
+        """What an `rm` of paths names and its scale (read on a connection of its own; no lock needed)."""
+        return removal.resolve(self.settings.db_path, PathBase.at(self.settings.path_base), paths, prefix)
 
-class EngineShadowWriter:
-    """shadow.ShadowWriter over an engine's operations: each step one `switch` operation."""
+    def remove(self, paths: list[str]) -> list[str]:
+        """Delete documents by stored path; those that were indexed (none without a store)."""
+        return self.apply(Remove(tuple(paths)))
 
-    def __init__(self, apply: Callable[[str, dict[str, Any]], dict[str, Any]], swap_wait_s: float = SWAP_WAIT_S,
-                 pause_s: float = 0.5) -> None:
-        self.apply, self.swap_wait_s, self.pause_s = apply, swap_wait_s, pause_s
+    def rebuild(self) -> Repair:
+        """Repair the store from its chunks (IndexNotBuilt without one; StoreDamaged when the file is)."""
+        return self.apply(Rebuild())
 
-    def _step(self, step: str, identity: VectorIdentity, **more: Any) -> dict[str, Any]:
-        return self.apply("switch", {"step": step, "identity": identity.to_dict(), **more})
+    def vacuum(self) -> tuple[int, int]:
+        """Rewrite the store without free pages (IndexNotBuilt without one): bytes before, after."""
+        return self.apply(Vacuum())
 
-    def start(self, identity: VectorIdentity) -> None:
-        self._step("start", identity)
+    def reset(self) -> Emptied:
+        """Replace the store with an empty one holding the schema."""
+        return self.apply(Reset())
 
-    def store(self, identity: VectorIdentity, ids: list[int], vectors: list[bytes], digests: list[str]) -> None:
-        self._step("store", identity, ids=ids, vectors=[base64.b64encode(v).decode("ascii") for v in vectors],
-                   digests=digests)
-
-    def finish(self, identity: VectorIdentity) -> shadow.Progress:
-        deadline = time.monotonic() + self.swap_wait_s
-        while True:
-            reply = self._step("finish", identity)
-            if "busy" not in reply or time.monotonic() >= deadline:
-                return shadow.Progress(identity, int(reply["embedded"]), int(reply["total"]),
-                                       bool(reply.get("swapped", False)))
-            time.sleep(self.pause_s)  # an index run holds the run lock: swap after it
-
-    def abandon(self) -> None:
-        self._step("abandon", VectorIdentity("", 0))
+    def shadow_writer(self) -> shadow.ShadowWriter:
+        """The writer of a vector switch's steps, through this engine (the lock taken, or the writer found, now)."""
+        self._hold(SwitchStep.command)
+        return EngineShadowWriter(self.apply)
 
 
 class InProcessEngine(StoreChanges):
@@ -195,24 +204,27 @@ class InProcessEngine(StoreChanges):
     def __enter__(self) -> Self:
         return self
 
-    def _hold(self, op: str) -> None:
+    def _hold(self, command: str) -> None:
         try:
-            self.held.acquire(f"knowledge {op} (in-process)")
+            self.held.acquire(f"{command} (in-process)")
         except StoreBusy as exc:
-            if op in ("index", "watch"):
+            if command in ("knowledge index", "knowledge watch"):
                 raise
-            raise busy(exc, op) from None
+            raise busy(exc, command) from None
 
-    def _apply(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        self._hold(op)
-        return self.held.apply(op, args)
+    def _held_or_sent(self, op: Operation[R]) -> Wire:
+        self._hold(op.command)
+        return op.apply(self.held)
+
+    def _local(self) -> HeldStore:
+        return self.held
 
     def start(self, holder: str = "index") -> None:
         """Take the lock (naming `knowledge <holder>`), probe the embeddings server, open the store and
         start the actors (once)."""
         if self.runtime is not None:
             return
-        self._hold(holder)
+        self._hold(f"knowledge {holder}")
         emb = self.settings.embeddings
         if emb is not None:  # before the store is opened (or created): a dead server writes nothing
             self.probe = vectors.probe_server(emb)
@@ -281,6 +293,7 @@ class DistributedEngine(StoreChanges):
         self.settings = settings
         self.notes = notes
         self.held: HeldStore | None = None  # the lock, once an operation found it free
+        self.local: HeldStore | None = None  # this process's side of the lock, taken or not
         self.via_writer = False  # or: a running writer holds it, and answers through the channel
         self.channel: WriterChannel | None = None
 
@@ -318,43 +331,48 @@ class DistributedEngine(StoreChanges):
             self.channel = WriterChannel(self.settings)
         return self.channel
 
-    def _hold(self, op: str) -> None:
+    def _hold(self, command: str) -> None:
         """The write lock taken here when free, else the running writer that holds it."""
         if self.held is not None or self.via_writer:
             return
-        held = HeldStore(self.settings)
+        held = self._local()
         try:
-            held.acquire(f"knowledge {op}")
+            held.acquire(command)
         except StoreBusy as exc:
             if not held.holder().startswith(WRITER_HOLDER):
-                raise busy(exc, op) from None
+                raise busy(exc, command) from None
             self._channel()
             self.via_writer = True
         else:
             self.held = held
 
-    def _apply(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        self._hold(op)
+    def _local(self) -> HeldStore:
+        if self.local is None:
+            self.local = HeldStore(self.settings)
+        return self.local
+
+    def _held_or_sent(self, op: Operation[R]) -> Wire:
+        self._hold(op.command)
         with self._exclusive(op) as request_id:
             if self.held is not None:
-                return self.held.apply(op, args)
-            return self._channel().ask(op, args, WAIT_S[op], request_id)
+                return op.apply(self.held)
+            return self._channel().ask(op, request_id)
 
     @contextmanager
-    def _exclusive(self, op: str) -> Iterator[str | None]:
+    def _exclusive(self, op: Operation[R]) -> Iterator[str | None]:
         """For an operation on the whole store, the run lock held meanwhile (RunInProgress, exit 75, when a
         run holds it); its holder id names the request to the writer too."""
-        if op not in WHOLE_STORE:
+        if not op.whole_store:
             yield None
             return
         import redis
 
         ledger = self._channel().ledger
-        holder_id = f"{op}-{uuid.uuid4().hex[:12]}"
+        holder_id = f"{op.name}-{uuid.uuid4().hex[:12]}"
         holder = ledger.run_lock.acquire(holder_id, LOCK_TTL_MS)
         if holder is not None:
             raise RunInProgress(f"run {holder} is in progress for the store {self.settings.db_path}; "
-                                f"`knowledge {op}` needs the store to itself: run it when the run ends "
+                                f"`{op.command}` needs the store to itself: run it when the run ends "
                                 "(`knowledge runs` shows it)")
         done = threading.Event()
 
@@ -373,7 +391,7 @@ class DistributedEngine(StoreChanges):
             ledger.run_lock.release(holder_id)
 
     def __exit__(self, *exc: object) -> None:
-        if self.held is not None:
-            self.held.close()
+        if self.local is not None:
+            self.local.close()
         if self.channel is not None:
             self.channel.close()

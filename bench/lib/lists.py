@@ -57,9 +57,10 @@ def record(store: Path, queries: dict[str, list[str]], out: Path) -> None:
 def timing(store: Path, text: list[str]) -> dict[str, dict[str, float]]:
     """p50/p95 wall and CPU ms of lexical search (warm reader, top 5) and match (reader per call, limit 50)."""
     from config.loader import settings_from_mapping
-    from query.enumerate import enumerate_documents
     from query.reader import Reader
+    from query.requests import MatchRequest
     from query.search import search
+    from query.service import QueryService
 
     settings = settings_from_mapping({}, store_base=store.resolve())
 
@@ -78,7 +79,7 @@ def timing(store: Path, text: list[str]) -> dict[str, dict[str, float]]:
 
     with Reader(settings) as reader:
         found = {"search_lexical_warm": run(lambda q: search(settings, q, 5, reader))}
-    found["match"] = run(lambda q: enumerate_documents(settings, q, 50))
+    found["match"] = run(lambda q: QueryService(settings).enumerate(MatchRequest(q, limit=50)).result)
     return found
 
 

@@ -27,10 +27,10 @@ lexical score (`names +2.1`, `documents +4.3`); the hit's bm25 stays FTS5's own.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 
@@ -56,7 +56,29 @@ _PLACEHOLDERS = frozenset({"index", "readme", "_index", "default", "main"})
 _WORD = re.compile(r"[^\W_]+")
 
 
-@functools.lru_cache(maxsize=65536)
+NAME_WORDS_KEPT = 65536  # documents whose name words a NameWords keeps
+
+
+class NameWords:
+    """name_words of the documents seen so far, kept by the ReadIndex (query/caches.py); emptied when full."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.words: dict[tuple[str, str | None], tuple[str, ...]] = {}
+
+    def of(self, path: str, title: str | None) -> tuple[str, ...]:
+        """name_words(path, title), computed once."""
+        key = (path, title)
+        found = self.words.get(key)
+        if found is None:
+            found = name_words(path, title)
+            with self.lock:
+                if len(self.words) >= NAME_WORDS_KEPT:
+                    self.words.clear()
+                self.words[key] = found
+        return found
+
+
 def name_words(path: str, title: str | None) -> tuple[str, ...]:
     """The words a document's name and title give: its file name's (or its folder's, for an index page) and
     its title's, camelCase split, lower-cased, each once."""
@@ -124,7 +146,8 @@ def names(ranked: Ranked) -> Ranked:
     rows, held = frequencies(context.reader.conn, terms)
     stems = STEMMER.stems(terms)
     weights = {stems[t]: _idf(rows, held.get(t)) * context.query.lexical.repeat(t) for t in terms if stems.get(t)}
-    docs = {doc: name_words(path, title) for doc, path, title in owners.values()}
+    kept = context.reader.caches.of(NameWords)
+    docs = {doc: kept.of(path, title) for doc, path, title in owners.values()}
     bonus = names_bonus(weights, docs)
     added = {cid: bonus[owner[0]] for cid, owner in owners.items() if owner[0] in bonus}
     return _rescored(ranked, NAMES, added) if added else ranked

@@ -156,12 +156,8 @@ def _folded(entries: Sequence[Scored], docs: dict[int, _Doc], shown: dict[str, i
 def language(ranked: Ranked) -> Ranked:
     """Show each translation group once, as its member in the query's language, and that language first."""
     wanted = ranked.context.language
-    if wanted is None or not ranked.entries:
+    if wanted is None or not ranked.entries or _monolingual(ranked.context.reader.conn, wanted):
         return ranked
-    conn = ranked.context.reader.conn
-    if _all_own(conn, primary(wanted.lang)) and not conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM documents WHERE translation_group != '')").fetchone()[0]:
-        return ranked  # one language and no translation in the whole tree: nothing to do, nothing to say
     docs = _documents(ranked.context.reader, [cid for cid, _ in ranked.entries])
     notes: dict[int, Note] = {}
     folded = _folded(ranked.entries, docs, _shown_members(ranked.entries, docs, wanted), notes)
@@ -170,6 +166,21 @@ def language(ranked: Ranked) -> Ranked:
     later = [e for e in folded if not _suits(docs.get(e[0]), wanted)]
     if not later and len(folded) == len(ranked.entries) and not notes:
         return ranked  # one language and no translation among the candidates: nothing to do, nothing to say
+    result = ranked.reordered((*first, *later), LANGUAGE, _said(folded, docs, wanted, notes))
+    pins = tuple(p for p in ranked.pins if p in kept or p not in docs)
+    return result if pins == ranked.pins else Ranked(result.context, result.entries, pins, result.notes,
+                                                     result.depth)
+
+
+def _monolingual(conn: Connection, wanted: QueryLanguage) -> bool:
+    """One language and no translation in the whole tree: the stage has nothing to do and nothing to say."""
+    return _all_own(conn, primary(wanted.lang)) and not conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM documents WHERE translation_group != '')").fetchone()[0]
+
+
+def _said(folded: list[Scored], docs: dict[int, _Doc], wanted: QueryLanguage,
+          notes: dict[int, Note]) -> dict[int, Note]:
+    """Each shown hit's note: its language against the query's, what folding it said, whether it comes after."""
     for cid, _ in folded:
         doc = docs.get(cid)
         said = f"{doc.lang or '?'} (query {wanted.lang or '?'}, {wanted.how})" if doc else ""
@@ -178,10 +189,7 @@ def language(ranked: Ranked) -> Ranked:
         if doc is not None and not _suits(doc, wanted):
             said += f"; after the {wanted.lang} hits"
         notes[cid] = said
-    result = ranked.reordered((*first, *later), LANGUAGE, notes)
-    pins = tuple(p for p in ranked.pins if p in kept or p not in docs)
-    return result if pins == ranked.pins else Ranked(result.context, result.entries, pins, result.notes,
-                                                     result.depth)
+    return notes
 
 
 def _suits(doc: _Doc | None, wanted: QueryLanguage) -> bool:

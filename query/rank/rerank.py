@@ -69,12 +69,13 @@ def rerank(ranked: Ranked) -> Ranked:
     config = settings.rerank if settings is not None else None
     if config is None or len(ranked.entries) < 2:
         return ranked
-    from query.reranker import scores  # the HTTP client loads only when a reranker is configured
+    from query.reranker import Rerankers, scores  # the HTTP client loads only when a reranker is configured
 
     head = ranked.entries[:config.top_n]
     hits = ranked.context.reader.hydrate([cid for cid, _ in head])
     try:
-        answer = scores(config, ranked.context.query.text, [passage(h) for h in hits])
+        answer = scores(config, ranked.context.query.text, [passage(h) for h in hits],
+                        kept=ranked.context.reader.caches.of(Rerankers))
     except RerankError as error:
         reason = one_line(str(error), 200)  # the server's words reach the tier line: one clean line
         skipped = RerankOutcome(reranker_name(config), config.top_n, skipped=reason, kind=error.kind)

@@ -39,9 +39,17 @@ from query.words import STEMMER
 CJK_LENGTH = "cjk_length"
 BM25_B = 0.75  # FTS5's bm25 constant (fts5_aux.c)
 _TOKEN = re.compile(r"[^\W_]+")
-_lock = threading.Lock()
-# Per connection: (data_version, rows, FTS5's total length, the recounted total length) of the store's text.
-_totals: weakref.WeakKeyDictionary[Connection, tuple[int, int, float, float]] = weakref.WeakKeyDictionary()
+
+
+class StoreTotals:
+    """Per connection: (data_version, rows, FTS5's total length, the recounted total length) of the store's text;
+    kept by the ReadIndex (query/caches.py)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.totals: weakref.WeakKeyDictionary[Connection, tuple[int, int, float, float]] = \
+            weakref.WeakKeyDictionary()
+
 Row = tuple[int, str, str, str, bytes]  # a candidate: chunk id, heading path, body, CJK runs, FTS5 docsize
 
 
@@ -51,11 +59,11 @@ def extra_length(cjk: str) -> int:
     return sum(len(run) - 1 for run in runs)
 
 
-def _store_totals(conn: Connection) -> tuple[int, float, float] | None:
+def _store_totals(conn: Connection, kept: StoreTotals) -> tuple[int, float, float] | None:
     """(rows, FTS5's average length, the recounted average length), cached until another connection commits."""
     version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-    with _lock:
-        cached = _totals.get(conn)
+    with kept.lock:
+        cached = kept.totals.get(conn)
     if cached is None or cached[0] != version:
         row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
         if row is None:
@@ -65,8 +73,8 @@ def _store_totals(conn: Connection) -> tuple[int, float, float] | None:
                              " - length(replace(cjk, ' ', '')) + 1)), 0) FROM chunks WHERE cjk != ''").fetchone()[0]
         total = float(sum(averages[1:]))
         cached = (version, averages[0], total, total + float(extra))
-        with _lock:
-            _totals[conn] = cached
+        with kept.lock:
+            kept.totals[conn] = cached
     _, rows, total, recounted = cached
     if not rows or not total:
         return None
@@ -109,7 +117,7 @@ def cjk_length(ranked: Ranked) -> Ranked:
     if not any(cjk for _, _, _, cjk, _ in rows):
         return ranked
     try:
-        totals = _store_totals(conn)
+        totals = _store_totals(conn, context.reader.caches.of(StoreTotals))
     except OperationalError:
         return ranked
     return ranked if totals is None else _rescore(ranked, lexical, rows, totals[1], totals[2])

@@ -90,7 +90,8 @@ def vector_tier(settings: Settings, reader: Reader, text: str, depth: int, allow
         assert emb is not None  # serving() only ever swaps one block for another
         identity = query_identity(emb, reader.meta, settings.db_path)
         vector = embed_query(emb, identity, text)
-        found = nearest_with_feedback(reader.conn, identity, vector, max(depth, KNN_K), lexical, excluded, allowed)
+        found = nearest_with_feedback(reader.conn, identity, vector, max(depth, KNN_K), lexical, excluded, allowed,
+                                      reader.caches)
         if found is not None:
             nearest = tuple([(cid, -distance) for cid, distance in found[0] if cid not in excluded])
             return VectorTier(nearest, tuple(found[1]), settings, tier)

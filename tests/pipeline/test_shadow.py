@@ -16,8 +16,8 @@ from pipeline.embedding_input import document_text
 from pipeline.models import Document
 from pipeline.store import Store
 from query.reader import Reader
-from query.search import search
 from tests.embedserver import EmbedServer, hashed_vector
+from tests.lent import search
 
 OLD = vectors.VectorIdentity("old-bow", 4)
 NEW = vectors.VectorIdentity("new-bow", 6, "q: ", "d: ")

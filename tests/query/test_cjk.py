@@ -6,11 +6,10 @@ import json
 
 import pytest
 
-from query.enumerate import enumerate_documents
 from query.lexical import FANOUT, HEADING_WEIGHT, search_ids
-from query.reader import open_reader
-from query.search import search
+from query.read_index import ReadIndex
 from query.terms import build_query
+from tests.lent import enumerate_documents, search
 from tests.query.stores import DOCS, build_store, store_settings
 
 CHINESE = {
@@ -79,7 +78,7 @@ def test_the_cli_matches_and_searches_chinese(built, run_cli) -> None:
 def test_english_queries_take_exactly_the_porter_path(built, text: str) -> None:
     query = build_query(text)
     assert query.cjk == ()
-    reader = open_reader(built)
+    reader = ReadIndex(built).open()
     assert reader is not None
     with reader:
         direct = reader.conn.execute(

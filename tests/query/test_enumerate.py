@@ -9,8 +9,8 @@ import pytest
 
 from config.errors import QueryError
 from pipeline.store import Store
-from query.enumerate import enumerate_documents
 from query.match_query import parse
+from tests.lent import enumerate_documents
 from tests.query.stores import DOCS, build_store, store_settings
 
 

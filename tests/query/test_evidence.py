@@ -11,8 +11,9 @@ from config.settings import Settings
 from query.rank import evidence
 from query.rank.evidence import document_bonus, name_words
 from query.reader import Reader
-from query.search import search, to_json
+from query.search import to_json
 from query.terms import build_query
+from tests.lent import search
 from tests.query.stores import build_store, store_settings
 
 # Each page says "validator" once in a body of other words; only one is named for it.

@@ -14,8 +14,8 @@ from pipeline.paths import under
 from query.filters import Filter
 from query.lexical import WEIGHTS, search_ids
 from query.reader import Reader
-from query.search import search
 from query.terms import build_query
+from tests.lent import search
 from tests.query.stores import build_store, store_settings
 
 TOPICS = ("token rotation", "queue worker", "budget limit", "cache eviction")

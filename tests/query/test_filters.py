@@ -13,10 +13,11 @@ from mcp import Client
 from query.filters import Filter, document_ids_json
 from query.fusion import RRF_K
 from query.reader import Reader
-from query.search import search, to_json
+from query.search import to_json
 from query.serve.http_api import build_app
 from query.vector import embed_query, knn_exact, knn_within, query_identity
 from tests.embedserver import EmbedServer
+from tests.lent import search
 from tests.query.stores import build_store, store_settings
 from tests.query.test_http_api import AUTH, TOKEN, Running, get
 from tests.query.test_hybrid import index_hybrid, settings_of

@@ -14,11 +14,12 @@ from query import fusion
 from query.feedback import nearest_with_feedback
 from query.lexical import search_ids
 from query.reader import Reader
-from query.search import search, to_json
+from query.search import to_json
 from query.terms import build_query
 from query.vector import embed_query, query_identity
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
+from tests.lent import search
 
 DOCS = {
     "docs/budgets.md": "# Budgets\n\nLimit the cost of each run with a budget cap.\n",

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from query.search import search
 from query.terms import MAX_TERMS, build_query
 from tests.conftest import write_tree
+from tests.lent import search
 from tests.workers.helpers import index
 
 HOSTILE = [

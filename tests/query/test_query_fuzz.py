@@ -9,10 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config.errors import QueryError
-from query.enumerate import enumerate_documents
-from query.search import search
 from query.tools import knowledge_enumerate, knowledge_search
-from query.words import list_words
+from tests.lent import enumerate_documents, list_words, search
 from tests.query.stores import DOCS, build_store, store_settings
 
 SYNTAX = ['"', "-", "*", ":", "heading:", "body:", "title:", "OR", "AND", "NOT", "NEAR", "NEAR(", "(", ")", "^",

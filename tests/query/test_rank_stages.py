@@ -13,8 +13,9 @@ from query.fusion import diversified_prefix, diversify
 from query.rank import stages
 from query.rank.parsed import parse_query
 from query.rank.ranked import Ranked
-from query.search import search, to_json
+from query.search import to_json
 from query.verbatim import protect
+from tests.lent import search
 from tests.query.stores import build_store, store_settings
 
 DOCS = {

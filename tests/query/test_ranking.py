@@ -15,12 +15,13 @@ from query import fusion
 from query.feedback import FEEDBACK, moved_query, nearest_with_feedback
 from query.lexical import search_ids
 from query.reader import Reader
-from query.search import VECTOR, search, search_deep, to_json
+from query.search import VECTOR, search_deep, to_json
 from query.serve.http_api import build_app
 from query.terms import build_query
 from query.vector import KNN_K, embed_query, knn, query_identity
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
+from tests.lent import search
 from tests.query.stores import build_store, store_settings
 from tests.query.test_http_api import AUTH, TOKEN, Running, get
 from tests.query.test_hybrid import index_hybrid, settings_of, write_config

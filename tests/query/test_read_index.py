@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from config.errors import QueryError
-from query import generation
 from query.requests import MatchRequest, SearchRequest, ShowRequest
 from query.service import KEEP_READERS, QueryService
 from query.status import Status
@@ -24,7 +23,6 @@ def shared(tmp_path: Path):
         yield settings, service
     finally:
         service.close()
-        generation.forget(settings.db_path)
 
 
 def _paths(service: QueryService, words: str) -> list[str]:
@@ -154,3 +152,13 @@ def test_a_request_during_the_warm_up_is_answered_not_held_or_refused(shared) ->
         release.set()
     warming.join(timeout=60)
     assert len(service.index._idle) == 2  # the request's Reader and the warmed one are both kept
+
+
+def test_what_the_read_side_keeps_hangs_on_the_read_index_and_goes_with_it(shared) -> None:
+    _, service = shared
+    assert service.enumerate(MatchRequest("alpha")).result.matched == 1
+    with service.index.reader() as reader:
+        assert reader is not None and reader.caches is service.index.caches  # every lent Reader carries them
+    assert "Generations" in service.index.caches.kinds()
+    service.close()
+    assert service.index.caches.kinds() == []

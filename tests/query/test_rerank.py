@@ -17,10 +17,12 @@ from query.rank.parsed import parse_query
 from query.rank.ranked import Context, Ranked
 from query.rank.rerank import passage, rerank
 from query.rank.tiers import Tiers
+from query.read_index import ReadIndex
 from query.reader import Hit, Reader
 from query.requests import SearchRequest
-from query.search import LEXICAL, search, search_deep, to_json
+from query.search import LEXICAL, search_deep, to_json
 from query.service import QueryService
+from tests.lent import search
 from tests.query.stores import build_store, free_port, store_settings
 from tests.rerankserver import GARBAGE, RerankServer, hashed_score
 
@@ -115,10 +117,14 @@ def test_auto_takes_the_shape_from_the_path_and_falls_back_once_for_a_cohere_ser
     before = fused(plain)
     with RerankServer(scoring="reverse", cohere_at_rerank=True) as infinity:  # Infinity: the cohere shape at /rerank
         settings = with_rerank(plain, url=infinity.tei_url)
-        first = search(settings, QUERY, 20)
+        index = ReadIndex(settings)  # the shape learned hangs on the read index, as a server's does
+        with index.reader() as lent:
+            first = search(settings, QUERY, 20, lent)
         assert [h.chunk_id for h in first.hits] == before[::-1] and "(cohere, " in first.tier
         assert ["texts" in r.body for r in infinity.requests] == [True, False]  # tei refused with 422, then cohere
-        second = search(settings, QUERY, 20)
+        with index.reader() as lent:
+            second = search(settings, QUERY, 20, lent)
+        index.close()
         assert [h.chunk_id for h in second.hits] == before[::-1]
         assert ["texts" in r.body for r in infinity.requests] == [True, False, False]  # the answering shape is kept
 

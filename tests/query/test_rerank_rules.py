@@ -12,10 +12,10 @@ import pytest
 
 from config.loader import settings_from_mapping
 from query.doctor import FAIL, NOT_CONFIGURED, OK, WARN, rerank_check
-from query.search import search
 from query.serve.http_api import build_app
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
+from tests.lent import search
 from tests.query.stores import build_store, free_port, store_settings
 from tests.query.test_http_api import Running
 from tests.rerankserver import RerankServer

@@ -13,7 +13,8 @@ from pipeline.impacts import varints
 from query.rank import stages
 from query.rank.scripts import _bm25, _frequencies, extra_length
 from query.reader import Reader
-from query.search import search, to_json
+from query.search import to_json
+from tests.lent import search
 from tests.query.stores import build_store, store_settings
 
 EN = ("# WebSockets\n\nInstall `websockets` first, then open a websocket from the browser and send messages "

@@ -11,11 +11,12 @@ from config.loader import settings_from_mapping
 from config.settings import Settings
 from query.lexical import search_ids
 from query.reader import Reader
-from query.search import HYBRID, LEXICAL, VECTOR, search, search_deep
+from query.search import HYBRID, LEXICAL, VECTOR, search_deep
 from query.terms import build_query
 from query.vector import embed_query, knn, query_identity
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
+from tests.lent import search
 
 WORDS = ["budget", "queue", "agent", "install", "retention", "policy", "worker", "endpoint"]
 # 40 one-section documents that all hold "retention", so a query for it has more than 20 answers.

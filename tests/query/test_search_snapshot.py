@@ -10,7 +10,7 @@ import pytest
 import query.search
 from query.rank import pipeline
 from query.reader import Reader
-from query.search import search
+from tests.lent import search
 from tests.query.stores import build_store, store_settings
 
 DOCS = {f"docs/page-{i}.md": f"# Page {i}\n\nThe grizirk turns {i} times a day, then rests.\n" for i in range(5)}

@@ -199,7 +199,7 @@ def test_a_lexical_search_loads_no_numpy_and_a_quantised_knn_caches_the_centroid
         writer.execute("COMMIT")
         writer.close()
         assert vector_codes.state(conn).clusters == 10
-        assert len(list_scan.centroids(conn, vector._state_text(conn)).ids) == 10
+        assert len(list_scan.centroids(conn, vector._state_text(conn), list_scan.VectorLists()).ids) == 10
         _same(knn_quantised(conn, QUERY, 10, lists=10, rescore=6), knn_exact(conn, QUERY, 10))
     finally:
         conn.close()

@@ -13,11 +13,12 @@ from config.settings import Settings
 from query.filters import Filter
 from query.fusion import RRF_K
 from query.reader import Reader
-from query.search import HYBRID, LEXICAL, search, search_deep
+from query.search import HYBRID, LEXICAL, search_deep
 from query.terms import verbatim_phrases
 from query.verbatim import lift, protect
 from tests.conftest import write_tree
 from tests.embedserver import EmbedServer
+from tests.lent import search
 from tests.query.verbatim_set import CASES, documents, placements
 
 # shared/eval/cranfield beside the checkout (bench/lib/cranfield.py), looked up from a worktree too.

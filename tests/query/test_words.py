@@ -10,8 +10,9 @@ import pytest
 
 from pipeline.store import Store
 from query import words
-from query.reader import open_reader
+from query.read_index import ReadIndex
 from tests.conftest import bounded_knowledge
+from tests.lent import list_words
 from tests.query.stores import DOCS, build_store, store_settings
 
 
@@ -29,7 +30,7 @@ def test_stems_come_from_sqlites_porter_tokenizer() -> None:
 
 
 def test_a_short_list_carries_stem_and_both_document_counts(built) -> None:
-    result = words.list_words(built, "^deprec")
+    result = list_words(built, "^deprec")
     assert result.status == "ok" and result.short
     table = {w.word: (w.stem, w.as_written, w.any_form) for w in result.words}
     assert table == {
@@ -42,24 +43,24 @@ def test_a_short_list_carries_stem_and_both_document_counts(built) -> None:
 
 
 def test_the_pattern_is_a_case_insensitive_regex(built) -> None:
-    assert [w.word for w in words.list_words(built, "^RETENT").words] == ["retention"]
-    assert words.list_words(built, "zzz").note == "no word of the index matches 'zzz'"
+    assert [w.word for w in list_words(built, "^RETENT").words] == ["retention"]
+    assert list_words(built, "zzz").note == "no word of the index matches 'zzz'"
 
 
 def test_an_invalid_pattern_is_a_status_not_an_exception(built) -> None:
-    result = words.list_words(built, "([")
+    result = list_words(built, "([")
     assert result.status == "pattern_invalid" and "not a regular expression" in (result.note or "")
 
 
 def test_bulk_counts_agree_with_per_word_counts(built, monkeypatch: pytest.MonkeyPatch) -> None:
-    each = {w.word: (w.as_written, w.any_form) for w in words.list_words(built, counts=True).words}
+    each = {w.word: (w.as_written, w.any_form) for w in list_words(built, counts=True).words}
     monkeypatch.setattr(words, "BULK_COUNTS", 0)
-    bulk = {w.word: (w.as_written, w.any_form) for w in words.list_words(built, counts=True).words}
+    bulk = {w.word: (w.as_written, w.any_form) for w in list_words(built, counts=True).words}
     assert each == bulk and len(each) > 30
 
 
 def test_related_forms_are_the_index_words_sharing_a_stem(built) -> None:
-    reader = open_reader(built)
+    reader = ReadIndex(built).open()
     assert reader is not None
     with reader:
         assert words.related_forms(reader.conn, "deprec") == ["deprecate", "deprecated", "deprecation", "deprecations"]
@@ -67,10 +68,10 @@ def test_related_forms_are_the_index_words_sharing_a_stem(built) -> None:
 
 
 def test_statuses_of_an_unbuilt_and_an_empty_index(tmp_path: Path) -> None:
-    assert words.list_words(store_settings(tmp_path / "none")).status == "index_not_built"
+    assert list_words(store_settings(tmp_path / "none")).status == "index_not_built"
     empty = store_settings(tmp_path / "empty")
     Store(empty.db_path).close()
-    assert words.list_words(empty).status == "corpus_empty"
+    assert list_words(empty).status == "corpus_empty"
 
 
 def test_words_cli_short_list_is_a_table_and_long_list_plain_words(built, run_cli) -> None:

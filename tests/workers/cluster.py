@@ -22,9 +22,9 @@ from config.loader import settings_from_mapping
 from config.settings import Settings
 from pipeline import db
 from query.lexical import search_ids
-from query.search import search
 from query.terms import build_query
 from tests.faults.invariants import Invariants, completed, integrity_problems
+from tests.lent import search
 from tests.workers.conftest import REDIS_URL, delete_namespace, require_redis
 from workers.broker import namespace
 from workers.ledger.redis_ledger import RedisLedger

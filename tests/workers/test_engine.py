@@ -13,6 +13,7 @@ from pipeline.lock import WriteLock
 from tests.conftest import damage_store, write_tree
 from tests.query.stores import DOCS, build_store, store_settings
 from workers.engine import InProcessEngine, open_engine
+from workers.operations import Check
 from workers.run import RunRequest
 
 
@@ -38,7 +39,8 @@ def test_rebuild_exits_busy_while_a_run_holds_the_lock_and_check_says_what_did_n
         with pytest.raises(StoreBusy) as caught, open_engine(settings) as engine:
             engine.rebuild()
         assert caught.value.exit_code == 75
-        report = integrity.check_store(settings.db_path)
+        with open_engine(settings) as engine:  # check goes through the engine: the lock taken only when free
+            report = engine.apply(Check())
         assert not report.ok and not report.damaged and not report.complete and report.blocked == "busy"
         assert [s.name for s in report.steps if s.status == integrity.NOT_RUN] == ["fts"]
     finally:
