@@ -57,10 +57,10 @@ def _answer(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence
     if lists is None:
         return None
     unchanged = made == now
-    if unchanged and len({stems[t] for t in query.terms}) == 1 and len(query.terms) == 1:
+    if unchanged and len(query.phrases) == 1:  # one phrase: its list is its answer (a repeated word is not one)
         listed, _ = lists[stems[query.terms[0]]]
         return Shaped([(cid, -value) for cid, value in listed[:limit]], True)
-    return _by_bound(conn, query, limit, weights, lists, [stems[t] for t in query.terms], made, unchanged)
+    return _by_bound(conn, query, limit, weights, lists, [stems[t] for t in query.phrases], made, unchanged)
 
 
 def _lists(conn: Connection, stems: list[str]) -> dict[str, tuple[list[tuple[int, float]], float]] | None:
@@ -79,6 +79,8 @@ def _lists(conn: Connection, stems: list[str]) -> dict[str, tuple[list[tuple[int
 def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float],
               lists: dict[str, tuple[list[tuple[int, float]], float]], stems: list[str],
               made: impacts.Stamp, unchanged: bool) -> Shaped | None:
+    """The top limit by the lists' bounds; stems: one per phrase of the expression, in its order (a repeated
+    word's stem as often as it is written, so its part counts as often as FTS5 counts it)."""
     bounds, known = _bounds(lists, stems, unchanged)
     floors = sum(lists[s][1] for s in stems)
     if not unchanged:
@@ -95,7 +97,7 @@ def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequen
     _, held = frequencies(conn, query.terms)
     if stats is None or any(held.get(t) is None for t in query.terms):
         return None
-    idfs = [idf(stats.rows, int(held[t] or 0)) for t in query.terms]
+    idfs = [idf(stats.rows, int(held[t] or 0)) for t in query.phrases]
     scored: list[tuple[int, float]] = []
     rescored = 0
     for start in range(0, len(order), BATCH):
@@ -104,7 +106,7 @@ def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequen
         rescored += len(unknown)
         if rescored > MAX_RESCORED:
             return None
-        counts = row_counts(conn, query.terms, unknown, weights) if unknown else {}
+        counts = row_counts(conn, query.phrases, unknown, weights) if unknown else {}
         found = [(cid, score(stats, idfs, c)) for cid, c in counts.items()]
         scored = sorted([*scored, *found, *((cid, known[cid]) for cid in batch if cid in known)],
                         key=lambda item: (item[1], item[0]))

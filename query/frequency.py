@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pipeline import impacts, schema
 from pipeline.db import Connection, OperationalError
@@ -135,5 +135,4 @@ def without_common(conn: Connection, query: LexicalQuery, limit: int) -> Lexical
     kept = tuple(t for t in query.terms if t not in common)
     if not common or not kept or max((found.get(t) or 0) for t in kept) < limit:
         return query
-    repeats = tuple(query.repeat(t) for t in kept) if query.repeats else ()
-    return replace(query, terms=kept, repeats=repeats)
+    return query.keeping(kept)

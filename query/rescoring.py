@@ -51,7 +51,8 @@ class RowCounts:
 
 def row_counts(conn: Connection, terms: Sequence[str], ids: Sequence[int],
                weights: Sequence[float]) -> dict[int, RowCounts]:
-    """Each id's RowCounts for terms (ids that are not rows of the table are left out)."""
+    """Each id's RowCounts for terms (ids that are not rows of the table are left out); a term given twice (a
+    repeated word's phrases) is counted in each place."""
     stems = STEMMER.stems(terms)
     wanted = [stems[t] for t in terms]
     marks = ",".join("?" * len(ids))

@@ -22,7 +22,7 @@ the scores disagree with the IDFs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pipeline import db
 from pipeline.db import Connection
@@ -46,8 +46,8 @@ class Split:
     rare: tuple[str, ...]
     common: tuple[str, ...]
     stats: TableStats
-    idfs: tuple[float, ...]  # per query term, in the query's order
-    ceiling: float  # more than the common terms together add to any row's score
+    idfs: tuple[float, ...]  # per phrase of the expression, in its order (a repeated word's as often as written)
+    ceiling: float  # more than the common terms' phrases together add to any row's score
     held: dict[str, int]  # the rows holding each term
 
 
@@ -64,8 +64,8 @@ def split(conn: Connection, query: LexicalQuery, share: float = COMMON_SHARE) ->
     rare = tuple(t for t in query.terms if t not in common)
     if not common or not rare:
         return None
-    return Split(rare, common, stats, tuple(idf(stats.rows, held[t]) for t in query.terms),
-                 sum(bound(stats.rows, held[t]) for t in common), held)
+    return Split(rare, common, stats, tuple(idf(stats.rows, held[t]) for t in query.phrases),
+                 sum(bound(stats.rows, held[t]) for t in query.phrases if t in common), held)
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def shaped_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: Seq
 
 def _shaped(conn: Connection, query: LexicalQuery, parts: Split, limit: int,
             weights: Sequence[float], most: int) -> Shaped | None:
-    rare = replace(query, terms=parts.rare)
+    rare = query.keeping(parts.rare)
     wanted = max(FIRST_CANDIDATES, 4 * limit)
     while True:
         candidates = rare_top(conn, rare, wanted, weights)
@@ -119,6 +119,6 @@ def rare_top(conn: Connection, rare: LexicalQuery, wanted: int, weights: Sequenc
 def rescored(conn: Connection, query: LexicalQuery, parts: Split, ids: list[int],
              weights: Sequence[float]) -> list[tuple[int, float]]:
     """ids scored by the whole query's bm25, best first (ties to the smaller rowid)."""
-    counts = row_counts(conn, query.terms, ids, weights)
+    counts = row_counts(conn, query.phrases, ids, weights)
     found = [(cid, score(parts.stats, parts.idfs, c)) for cid, c in counts.items()]
     return sorted(found, key=lambda item: (item[1], item[0]))

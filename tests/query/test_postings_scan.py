@@ -42,8 +42,10 @@ def columns_store(tmp_path: Path) -> Settings:
 
 def _queries(seed: int, n: int) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.sample(WORDS[2:200], rng.randint(1, 4))) for _ in range(n)] + [
-        f"{WORDS[5]} {WORDS[5]} {WORDS[90]}", f"{WORDS[30]} {WORDS[399]}"]
+    repeated = [" ".join(w for w in rng.sample(WORDS[2:200], 2) for _ in range(rng.randint(1, 3)))
+                for _ in range(n // 4)]
+    return [" ".join(rng.sample(WORDS[2:200], rng.randint(1, 4))) for _ in range(n)] + repeated + [
+        f"{WORDS[5]} {WORDS[5]} {WORDS[90]}", f"{WORDS[30]} {WORDS[399]}", f"{WORDS[5]} {WORDS[5]} {WORDS[5]}"]
 
 
 def _agree(settings: Settings, queries: list[str], limit: int = 10) -> int:

@@ -34,7 +34,10 @@ def _queries(seed: int, n: int) -> list[str]:
     rng = random.Random(seed)
     queries = [" ".join([*rng.sample(WORDS[:8], rng.randint(1, 3)), *rng.sample(WORDS[8:300], rng.randint(1, 2))])
                for _ in range(n)]
-    return [*queries, f"{WORDS[0]} {WORDS[45]} -{WORDS[1]}", f"{WORDS[2]} {WORDS[3]} {WORDS[50]}"]
+    repeated = [" ".join(w for w in [*rng.sample(WORDS[:8], 1), *rng.sample(WORDS[8:300], 2)]
+                         for _ in range(rng.randint(1, 3))) for _ in range(n // 4)]
+    return [*queries, *repeated, f"{WORDS[0]} {WORDS[45]} -{WORDS[1]}", f"{WORDS[2]} {WORDS[3]} {WORDS[50]}",
+            f"{WORDS[0]} {WORDS[0]} {WORDS[0]} {WORDS[60]}"]
 
 
 def _full(reader: Reader, text: str, limit: int) -> list[tuple[int, float]]:
