@@ -141,6 +141,12 @@ def column(conn: Connection, term: str) -> Column | None:
     return Column(int(row[0]), np.cumsum(gaps, dtype=np.int64), counts.astype(np.float64))
 
 
+def terms_with_columns(conn: Connection, terms: list[str]) -> set[str]:
+    """Which of terms have a column."""
+    marks = ",".join("?" * len(terms))
+    return {str(r[0]) for r in conn.execute(f"SELECT term FROM {schema.POSTINGS} WHERE term IN ({marks})", terms)}
+
+
 def sizes(conn: Connection) -> tuple[int, npt.NDArray[np.float64]] | None:
     """(the stamp's top id, every row's token count by id as floats), or None when no columns are made."""
     row = conn.execute(f"SELECT top, tokens FROM {schema.POSTINGS_SIZES} WHERE id = 1").fetchone()

@@ -2,9 +2,9 @@
 
 A one-shot command (the CLI) keeps nothing: each request opens a Reader and closes it. A server
 (`knowledge serve`) keeps up to `keep` idle Readers, so a request pays for no open (the sqlite-vec
-load, the temp views, the format check) and the caches that live on a connection (the document
-frequencies of query/frequency.py) outlive the request; query/generation.py's answers are kept per
-store file already. A kept Reader is checked before it is lent again:
+load, the temp views, the format check) and what the lexical engine keeps (`lexical`: the document
+frequencies and decoded posting columns of query/lexical/) outlive the request; query/generation.py's
+answers are kept per store file already. A kept Reader is checked before it is lent again:
 
 - the store file it was opened on must still be the one at the path (a reset or a removed store
   leaves it behind: it is closed, and the request opens afresh or answers "not built");
@@ -29,6 +29,7 @@ from config.errors import QueryError
 from config.settings import Settings
 from pipeline import db
 from pipeline.paths import file_identity
+from query.lexical.stats import LexicalStats
 from query.reader import Reader, open_reader
 
 
@@ -50,6 +51,8 @@ class ReadIndex:
         self.pid = os.getpid()
         self._idle: list[_Kept] = []
         self._lock = threading.Lock()
+        # The lexical engine's kept statistics and decoded columns, for every Reader this index lends.
+        self.lexical = LexicalStats()
 
     @contextmanager
     def reader(self) -> Iterator[Reader | None]:
@@ -94,7 +97,7 @@ class ReadIndex:
             if after is None:
                 return
             with contextlib.suppress(Exception):
-                other = open_reader(self.settings)
+                other = open_reader(self.settings, self.lexical)
                 if other is not None:
                     with other:
                         after(other)
@@ -126,7 +129,7 @@ class ReadIndex:
                 kept.reader.close()
                 raise
             return kept
-        reader = open_reader(self.settings)
+        reader = open_reader(self.settings, self.lexical)
         if reader is None:
             return None
         try:

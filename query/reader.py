@@ -18,6 +18,7 @@ from config.settings import Settings
 from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.paths import under
+from query.lexical.stats import LexicalStats
 
 if TYPE_CHECKING:
     from query.explain import Explain
@@ -110,8 +111,10 @@ def parse_ref(token: str) -> tuple[str, int] | None:
 class Reader:
     """A read-only connection to knowledge.db, with the schema's temp views; raises IndexNotBuilt when there is none."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, lexical: LexicalStats | None = None) -> None:
         self.settings = settings
+        # What the lexical strategies keep between queries: the ReadIndex's when it lent this Reader, else its own.
+        self.lexical = lexical if lexical is not None else LexicalStats()
         self.conn: Connection = db.connect_readonly(settings.db_path, schema.READER_TEMP_DDL)
         self._intact_at: int | None = None  # the store version require_intact last found intact
         self._documents: tuple[int, int] | None = None  # (store version, document count)
@@ -332,10 +335,10 @@ class Reader:
         }
 
 
-def open_reader(settings: Settings) -> Reader | None:
-    """A Reader, or None when the index was never built."""
+def open_reader(settings: Settings, lexical: LexicalStats | None = None) -> Reader | None:
+    """A Reader (keeping its lexical statistics in lexical when given), or None when the index was never built."""
     try:
-        return Reader(settings)
+        return Reader(settings, lexical)
     except IndexNotBuilt:
         return None
 

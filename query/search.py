@@ -56,6 +56,8 @@ class SearchResponse:
     query: ParsedQuery | None = None  # the query as search read it (the page marks its words with it)
     rerank: RerankOutcome | None = None  # what the reranking stage did (None: not configured or nothing to do)
     language: QueryLanguage | None = None  # the language it was answered in (None: lang any, or not searched)
+    lexical_plan: str | None = None  # the lexical strategy that found the candidates (None: no lexical tier)
+    lexical_exact: bool = True  # whether it proved its top k the full query's
 
 
 def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]:
@@ -111,6 +113,9 @@ def search(settings: Settings, text: str, top_k: int | None = None, reader: Read
                 if server.port:
                     span.set_attribute("server.port", server.port)
             span.set_attribute("knowledge.hits", len(response.hits))
+            if response.lexical_plan is not None:
+                span.set_attribute("knowledge.lexical.strategy", response.lexical_plan)
+                span.set_attribute("knowledge.lexical.exact", response.lexical_exact)
             if response.rerank is not None:
                 span.set_attribute("knowledge.rerank", response.rerank.kind or "reranked")
             _measure(settings, response, time.perf_counter() - began)
@@ -177,11 +182,13 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
                if active is not None else None)
     excluded = excluded_ids(reader, query)
     language = query_language(settings, reader, query.text, lang)
-    lexical = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else ()
-    lexical = widened(reader, query, lexical, fanout, allowed, excluded, language) if ranking != VECTOR else ()
+    chosen = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else None
+    lexical = widened(reader, query, chosen.found, fanout, allowed, excluded, language) if chosen else ()
+    strategy, exact = (chosen.strategy, chosen.exact) if chosen else ("", True)
     response = SearchResponse(tier, Status.OK, note=_query_note(query, active),
-                              dropped=query.dropped, query=query)
-    tiers = Tiers(LEXICAL, lexical)
+                              dropped=query.dropped, query=query, lexical_plan=chosen.strategy if chosen else None,
+                              lexical_exact=chosen.exact if chosen else True)
+    tiers = Tiers(LEXICAL, lexical, strategy=strategy, exact=exact)
     if _wants_vectors(settings, reader, query, ranking) and not (allowed is not None and allowed.empty):
         try:
             found = vector_tier(settings, reader, query.text, depth, allowed.documents if allowed else None, tier,
@@ -194,7 +201,8 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
             _degrade(response, settings, exc)
         else:
             response.tier = found.tier
-            tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
+            tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback,
+                          strategy=strategy, exact=exact)
     response.language = language
     answered = ranked_hits(Context(query, tiers, reader, settings, language), k, explain)
     response.hits = answered.hits

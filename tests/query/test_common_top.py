@@ -10,9 +10,9 @@ import pytest
 from config.settings import Settings
 from pipeline import schema
 from pipeline.store import Store
-from query.common_top import common_top_k
-from query.frequency import frequencies, listed_counts
 from query.lexical import COLUMN_WEIGHTS, search_ids
+from query.lexical.frequency import frequencies, listed_counts
+from query.lexical.impact_lists import common_top_k
 from query.reader import Reader
 from query.terms import build_query
 from tests.pipeline.test_impacts import _docs

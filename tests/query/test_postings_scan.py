@@ -13,7 +13,7 @@ from pipeline import postings
 from pipeline.store import Store
 from query.filters import Allowed
 from query.lexical import search_ids
-from query.postings_scan import postings_top_k
+from query.lexical.posting_columns import postings_top_k
 from query.reader import Reader
 from query.terms import build_query
 from tests.query.stores import build_store, store_settings, zipf_docs

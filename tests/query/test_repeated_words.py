@@ -11,13 +11,12 @@ import pytest
 from config.settings import Settings
 from pipeline import postings, schema
 from pipeline.store import Store
-from query import shaping
-from query.common_top import common_top_k
-from query.lexical import COLUMN_WEIGHTS, WEIGHTS, search_ids
-from query.postings_scan import postings_top_k
+from query.lexical import COLUMN_WEIGHTS, WEIGHTS, search_ids, shaping
+from query.lexical.impact_lists import common_top_k
+from query.lexical.posting_columns import postings_top_k
+from query.lexical.pruning import exact_top_k
 from query.reader import Reader
 from query.terms import build_query
-from query.topk import exact_top_k
 from tests.pipeline.test_impacts import _docs
 from tests.query.stores import end_run, store_settings
 

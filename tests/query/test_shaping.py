@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from query import shaping
-from query.lexical import search_ids
+from query.lexical import search_ids, shaping
+from query.lexical.plan import Answer
 from query.reader import Reader
 from query.terms import build_query
 from tests.query.stores import build_store, store_settings, zipf_docs
@@ -44,7 +44,7 @@ def _full(reader: Reader, text: str, limit: int) -> list[tuple[int, float]]:
     return [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (build_query(text).expression, limit))]
 
 
-Answers = dict[str, tuple[shaping.Shaped, list[tuple[int, float]]]]
+Answers = dict[str, tuple[Answer, list[tuple[int, float]]]]
 
 
 def _answers(reader: Reader, limit: int, share: float = shaping.COMMON_SHARE) -> Answers:
