@@ -28,7 +28,7 @@ from query.rank.tiers import HYBRID as HYBRID  # the rankings, re-exported: eval
 from query.rank.tiers import LEXICAL as LEXICAL
 from query.rank.tiers import RANKINGS as RANKINGS
 from query.rank.tiers import VECTOR as VECTOR
-from query.rank.tiers import Tiers, lexical_tier, vector_tier
+from query.rank.tiers import LexicalTier, Tiers, lexical_tier, vector_tier
 from query.rank.tiers import excluded_ids as excluded_ids
 from query.reader import Hit, Reader, Translation, borrowed_reader, not_built_note
 from query.status import Status
@@ -182,12 +182,11 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
                if active is not None else None)
     excluded = excluded_ids(reader, query)
     language = query_language(settings, reader, query.text, lang)
-    chosen = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else None
-    lexical = widened(reader, query, chosen.found, fanout, allowed, excluded, language) if chosen else ()
-    strategy, exact = (chosen.strategy, chosen.exact) if chosen else ("", True)
-    response = SearchResponse(tier, Status.OK, note=_query_note(query, active),
-                              dropped=query.dropped, query=query, lexical_plan=chosen.strategy if chosen else None,
-                              lexical_exact=chosen.exact if chosen else True)
+    chosen = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else LexicalTier((), "", True)
+    lexical = widened(reader, query, chosen.found, fanout, allowed, excluded, language) if ranking != VECTOR else ()
+    strategy, exact = chosen.strategy, chosen.exact
+    response = SearchResponse(tier, Status.OK, note=_query_note(query, active), dropped=query.dropped, query=query,
+                              lexical_plan=strategy or None, lexical_exact=exact)
     tiers = Tiers(LEXICAL, lexical, strategy=strategy, exact=exact)
     if _wants_vectors(settings, reader, query, ranking) and not (allowed is not None and allowed.empty):
         try:
