@@ -26,12 +26,13 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline import schema
+from pipeline.bm25 import BM25
 from pipeline.db import Connection
 from pipeline.impacts import REFRESH_SHARE, Stamp, Vocabulary, current_stamp, varints
 
 POSTINGS_FROM = 1024
 MIN_ROWS = 20_000
-WEIGHTS = (1, 2)  # the body's and the heading's weight (query/lexical.py's COLUMN_WEIGHTS, as integers)
+WEIGHTS = tuple(int(w) for w in BM25.weights)  # the body's and the heading's weight, as integers
 STAMP_KEY = schema.POSTINGS_STAMP_KEY
 WEIGHTS_KEY = schema.POSTINGS_WEIGHTS_KEY
 POSTINGS_TOP = schema.POSTINGS_TOP_KEY  # the chunks_gone trigger lists the deleted rows up to this id
