@@ -207,6 +207,10 @@ class Settings:
                        "(default: the config file's directory, else the working directory)."),
     )
     top_k: int = field(default=5, metadata=_help(f"Results returned by search (at most {MAX_TOP_K})."))
+    unproven_lexical: bool = field(
+        default=True, metadata=_help("Whether the lexical tier may serve a top k it could not prove exact (an impact "
+                                     "list older than the table, a shaped answer past its bound); false: FTS5's.")
+    )
     max_injected_tokens: int = field(
         default=6000, metadata=_help("Tool text budget in tokens (x4 characters).")
     )

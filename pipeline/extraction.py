@@ -41,6 +41,7 @@ _HEADER = 8
 _READY = b"ready"
 STARTUP_SECONDS = 30.0  # of CPU, for the child's interpreter and imports, before it serves a file
 _POLL_SECONDS = 0.1
+PRELOAD = ("pipeline.files",)  # what every child imports at its start (read by name: files imports this module)
 _PACKAGES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -276,7 +277,7 @@ def serve() -> None:
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what a library prints goes to stderr, never into a reply
-    import pipeline.files  # noqa: F401 - the readers' common imports, before the first file's clock starts
+    _load(PRELOAD)  # the readers' common imports, before the first file's clock starts
 
     _send(replies, _READY)
     while True:

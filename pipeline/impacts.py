@@ -20,12 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline import db, schema
+from pipeline.bm25 import BM25
 from pipeline.db import Connection
 
 COMMON_SHARE = 0.2
 LIST_ROWS = 1000
 REFRESH_SHARE = 0.05
-WEIGHTS = (1.0, 2.0)  # bm25()'s column weights the lists are scored with (query/lexical.py's)
+WEIGHTS = BM25.weights  # bm25()'s column weights the lists are scored with
 IMPACTS = schema.IMPACTS
 FLOORS = schema.IMPACT_FLOORS
 STAMP_KEY = "impacts_stamp"

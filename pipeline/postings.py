@@ -26,12 +26,13 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline import schema
+from pipeline.bm25 import BM25
 from pipeline.db import Connection
 from pipeline.impacts import REFRESH_SHARE, Stamp, Vocabulary, current_stamp, varints
 
 POSTINGS_FROM = 1024
 MIN_ROWS = 20_000
-WEIGHTS = (1, 2)  # the body's and the heading's weight (query/lexical.py's COLUMN_WEIGHTS, as integers)
+WEIGHTS = tuple(int(w) for w in BM25.weights)  # the body's and the heading's weight, as integers
 STAMP_KEY = schema.POSTINGS_STAMP_KEY
 WEIGHTS_KEY = schema.POSTINGS_WEIGHTS_KEY
 POSTINGS_TOP = schema.POSTINGS_TOP_KEY  # the chunks_gone trigger lists the deleted rows up to this id
@@ -139,6 +140,12 @@ def column(conn: Connection, term: str) -> Column | None:
     gaps = np.frombuffer(bytes(row[2]), dtype=np.uint32 if wide & WIDE_GAPS else np.uint16)
     counts = np.frombuffer(bytes(row[3]), dtype=np.uint16 if wide & WIDE_COUNTS else np.uint8)
     return Column(int(row[0]), np.cumsum(gaps, dtype=np.int64), counts.astype(np.float64))
+
+
+def terms_with_columns(conn: Connection, terms: list[str]) -> set[str]:
+    """Which of terms have a column."""
+    marks = ",".join("?" * len(terms))
+    return {str(r[0]) for r in conn.execute(f"SELECT term FROM {schema.POSTINGS} WHERE term IN ({marks})", terms)}
 
 
 def sizes(conn: Connection) -> tuple[int, npt.NDArray[np.float64]] | None:

@@ -3,7 +3,8 @@
 Asked for with `search --explain`, `"explain": true` in /v1/search and knowledge_search; a hit
 carries it in an `explain` object beside its `score`, and only when asked. The lexical score is
 FTS5's bm25 (lower is better; the hit's `score` is its negation) or, for a query with CJK runs, the
-reciprocal rank fusion of its porter and trigram rankings. The vector distance is L2 between unit
+reciprocal rank fusion of its porter and trigram rankings; `plan` names the lexical strategy that found the
+candidates (query/lexical/tier.py) and whether it proved its top k exact. The vector distance is L2 between unit
 vectors (0 is identical, 2 opposite); in a hybrid ranking it is the distance to the query vector
 moved toward the best fused sections, which re-scored both tiers' candidates (query/feedback.py),
 and `feedback` says how many moved it. In a
@@ -41,6 +42,8 @@ class Explain:
     demoted: bool = False  # moved down by document diversity
     feedback: int = 0  # sections whose vectors moved the query that re-scored the candidates (0: the query alone)
     stages: tuple[tuple[str, Note], ...] = ()  # what other ranking stages said about the hit, in their order
+    strategy: str = ""  # the lexical plan that found the candidates (query/lexical/tier.py STRATEGIES)
+    exact: bool = True  # whether that plan proved its top k the full query's
 
     def to_json(self) -> dict[str, Any]:
         """The `explain` object of a hit."""
@@ -50,6 +53,8 @@ class Explain:
             lexical = {"rank": self.lexical_rank, "bm25": None if self.lexical_fused else score}
             if self.lexical_fused:
                 lexical["cjk_rrf"] = None if score is None else -score
+            if self.strategy:
+                lexical["plan"] = {"strategy": self.strategy, "exact": self.exact}
         vector = None
         if self.vector_rank is not None:
             distance = None if self.vector_distance is None else round(self.vector_distance, 6)
@@ -75,7 +80,8 @@ class Explain:
         parts: list[str] = []
         if self.lexical_rank is not None:
             kind = "cjk-rrf" if self.lexical_fused else "bm25"
-            parts.append(f"lexical #{self.lexical_rank} ({kind} {self.lexical_score:.4f})"
+            plan = f", {self.strategy} {'exact' if self.exact else 'unproven'}" if self.strategy else ""
+            parts.append(f"lexical #{self.lexical_rank} ({kind} {self.lexical_score:.4f}{plan})"
                          if self.lexical_score is not None else f"lexical #{self.lexical_rank}")
         else:
             parts.append("lexical -")
@@ -95,12 +101,14 @@ class Explain:
 
 def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]],
                  fused: bool, demoted: Collection[int] = (), feedback: int = 0,
-                 stages: Sequence[tuple[str, Mapping[int, Note]]] = ()) -> dict[int, Explain]:
+                 stages: Sequence[tuple[str, Mapping[int, Note]]] = (), strategy: str = "",
+                 exact: bool = True) -> dict[int, Explain]:
     """Each chunk id of either tier with its explanation (ranks 1-based, as RRF counts them).
 
     lexical and vector hold the tiers' own measures (bm25, distance: lower is better); demoted: the
     ids document diversity moved down; feedback: the sections that moved the query vector; stages:
-    what other stages said about some hits, by stage name.
+    what other stages said about some hits, by stage name; strategy and exact: the lexical plan and whether it
+    proved its answer.
     """
     lexical_at = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
     vector_at = {cid: (rank, distance) for rank, (cid, distance) in enumerate(vector, start=1)}
@@ -110,5 +118,6 @@ def explanations(ranking: str, lexical: Sequence[tuple[int, float]], vector: Seq
         vec = vector_at.get(cid)
         said = tuple((name, about[cid]) for name, about in stages if cid in about)
         out[cid] = Explain(ranking, lex[0] if lex else None, lex[1] if lex else None, fused,
-                           vec[0] if vec else None, vec[1] if vec else None, cid in demoted, feedback, said)
+                           vec[0] if vec else None, vec[1] if vec else None, cid in demoted, feedback, said,
+                           strategy, exact)
     return out

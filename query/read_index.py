@@ -2,9 +2,9 @@
 
 A one-shot command (the CLI) keeps nothing: each request opens a Reader and closes it. A server
 (`knowledge serve`) keeps up to `keep` idle Readers, so a request pays for no open (the sqlite-vec
-load, the temp views, the format check) and the caches that live on a connection (the document
-frequencies of query/frequency.py) outlive the request; query/generation.py's answers are kept per
-store file already. A kept Reader is checked before it is lent again:
+load, the temp views, the format check) and what the lexical engine keeps (`lexical`: the document
+frequencies and decoded posting columns of query/lexical/) outlive the request; query/generation.py's
+answers are kept per store file already. A kept Reader is checked before it is lent again:
 
 - the store file it was opened on must still be the one at the path (a reset or a removed store
   leaves it behind: it is closed, and the request opens afresh or answers "not built");

@@ -20,6 +20,7 @@ from pipeline import db, schema
 from pipeline.db import Connection
 from pipeline.paths import under
 from query.caches import Caches
+from query.lexical.stats import LexicalStats
 
 if TYPE_CHECKING:
     from query.explain import Explain
@@ -120,6 +121,8 @@ class Reader:
         self.settings = settings
         self.caches = caches if caches is not None else Caches()
         self._owns_caches = caches is None
+        # What the lexical strategies keep between queries (query/lexical/stats.py), kept with the caches.
+        self.lexical = self.caches.of(LexicalStats)
         self.conn: Connection = db.connect_readonly(settings.db_path, schema.READER_TEMP_DDL)
         self._intact_at: int | None = None  # the store version require_intact last found intact
         self._documents: tuple[int, int] | None = None  # (store version, document count)

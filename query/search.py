@@ -29,7 +29,7 @@ from query.rank.tiers import HYBRID as HYBRID  # the rankings, re-exported: eval
 from query.rank.tiers import LEXICAL as LEXICAL
 from query.rank.tiers import RANKINGS as RANKINGS
 from query.rank.tiers import VECTOR as VECTOR
-from query.rank.tiers import Tiers, lexical_tier, vector_tier
+from query.rank.tiers import LexicalTier, Tiers, lexical_tier, vector_tier
 from query.rank.tiers import excluded_ids as excluded_ids
 from query.reader import Hit, Reader, Translation, not_built_note
 from query.status import Status
@@ -57,6 +57,8 @@ class SearchResponse:
     query: ParsedQuery | None = None  # the query as search read it (the page marks its words with it)
     rerank: RerankOutcome | None = None  # what the reranking stage did (None: not configured or nothing to do)
     language: QueryLanguage | None = None  # the language it was answered in (None: lang any, or not searched)
+    lexical_plan: str | None = None  # the lexical strategy that found the candidates (None: no lexical tier)
+    lexical_exact: bool = True  # whether it proved its top k the full query's
 
 
 def clamp_top_k(top_k: int | None, settings: Settings) -> tuple[int, str | None]:
@@ -112,6 +114,9 @@ def search(settings: Settings, text: str, top_k: int | None, reader: Reader, fil
                 if server.port:
                     span.set_attribute("server.port", server.port)
             span.set_attribute("knowledge.hits", len(response.hits))
+            if response.lexical_plan is not None:
+                span.set_attribute("knowledge.lexical.strategy", response.lexical_plan)
+                span.set_attribute("knowledge.lexical.exact", response.lexical_exact)
             if response.rerank is not None:
                 span.set_attribute("knowledge.rerank", response.rerank.kind or "reranked")
             _measure(settings, response, time.perf_counter() - began)
@@ -178,11 +183,12 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
                if active is not None else None)
     excluded = excluded_ids(reader, query)
     language = query_language(settings, reader, query.text, lang)
-    lexical = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else ()
-    lexical = widened(reader, query, lexical, fanout, allowed, excluded, language) if ranking != VECTOR else ()
-    response = SearchResponse(tier, Status.OK, note=_query_note(query, active),
-                              dropped=query.dropped, query=query, language=language)
-    tiers = Tiers(LEXICAL, lexical)
+    chosen = lexical_tier(reader, query, fanout, allowed, excluded) if ranking != VECTOR else LexicalTier((), "", True)
+    lexical = widened(reader, query, chosen.found, fanout, allowed, excluded, language) if ranking != VECTOR else ()
+    strategy, exact = chosen.strategy, chosen.exact
+    response = SearchResponse(tier, Status.OK, note=_query_note(query, active), dropped=query.dropped, query=query,
+                              language=language, lexical_plan=strategy or None, lexical_exact=exact)
+    tiers = Tiers(LEXICAL, lexical, strategy=strategy, exact=exact)
     if _wants_vectors(settings, reader, query, ranking) and not (allowed is not None and allowed.empty):
         try:
             found = vector_tier(settings, reader, query.text, depth, allowed.documents if allowed else None, tier,
@@ -195,7 +201,8 @@ def _ranked(settings: Settings, reader: Reader, query: ParsedQuery, k: int, fano
             response = _degraded(response, settings, exc)
         else:
             response = replace(response, tier=found.tier)
-            tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback)
+            tiers = Tiers(VECTOR if ranking == VECTOR else HYBRID, lexical, found.found, found.feedback,
+                          strategy=strategy, exact=exact)
     answered = ranked_hits(Context(query, tiers, reader, settings, language), k, explain)
     return _reranked(replace(response, hits=answered.hits), settings, outcome_of(answered.ranking),
                      forced=ranking is not None)

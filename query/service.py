@@ -75,9 +75,9 @@ class QueryService:
         (query/match_sets.py), kept for the store's generation.
         """
         from query.enumerate import warm as warm_match
-        from query.frequency import prime
+        from query.lexical.frequency import prime
 
-        return self.index.warm(lambda reader: prime(reader.conn), warm_match)
+        return self.index.warm(lambda reader: prime(reader.conn, reader.lexical), warm_match)
 
     def close(self) -> None:
         """Close the Readers kept between requests."""

@@ -9,7 +9,7 @@ that word, as in `knowledge match`. CJK runs are kept aside for the trigram tabl
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pipeline.identifiers import written_form
 from pipeline.text import cjk_runs, is_cjk
@@ -45,12 +45,22 @@ class LexicalQuery:
         return self.repeats[self.terms.index(term)]
 
     @property
+    def phrases(self) -> tuple[str, ...]:
+        """The terms in the expression's order, each as often as its phrase is there: what BM25 sums over."""
+        return tuple(t for t in self.terms for _ in range(self.repeat(t)))
+
+    def keeping(self, terms: tuple[str, ...]) -> LexicalQuery:
+        """This query with only terms (a subset of its own, in their order), each still repeated as written."""
+        repeats = tuple(self.repeat(t) for t in terms) if self.repeats else ()
+        return replace(self, terms=terms, repeats=repeats)
+
+    @property
     def expression(self) -> str:
         """The OR of the quoted terms (each as often as the query repeats it), minus any section holding an
         excluded word; empty without terms."""
         if not self.terms:
             return ""
-        wanted = " OR ".join(quote(t) for t in self.terms for _ in range(self.repeat(t)))
+        wanted = " OR ".join(quote(t) for t in self.phrases)
         if not self.excluded:
             return wanted
         return f"({wanted}) NOT ({self.exclusion})"

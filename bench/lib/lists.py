@@ -20,7 +20,7 @@ def record(store: Path, queries: dict[str, list[str]], out: Path) -> None:
     import query
     from config.loader import settings_from_mapping
     from query.enumerate import enumerate_documents
-    from query.lexical import FANOUT, search_ids
+    from query.lexical.tier import FANOUT, search_ids
     from query.reader import Reader
     from query.search import search
     from query.terms import build_query

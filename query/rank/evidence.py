@@ -28,23 +28,21 @@ lexical score (`names +2.1`, `documents +4.3`); the hit's bm25 stays FTS5's own.
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 
-from query.frequency import frequencies
+from pipeline.bm25 import BM25
+from query.lexical.frequency import frequencies
 from query.rank.ranked import Ranked
 from query.rank.tiers import Scored
 from query.terms import CAMEL
-from query.topk import BM25_K1
 from query.words import STEMMER
 
 NAMES = "names"
 DOCUMENTS = "documents"
 NAMES_WEIGHT = 0.5
-NAMES_B = 0.75
 # Off: at 0.1 it cost Cranfield 0.001 and CISI 0.002-0.003 nDCG@10 and gained no real-tree case (20 of 20
 # either way once the language stage runs; bench/RESULTS.md, "Evidence stages"), so by the rule that a
 # ranking change must hold on every judged collection it is not a gain. The stage stays, measured, for a
@@ -104,11 +102,8 @@ def _documents(ranked: Ranked, ids: list[int]) -> dict[int, tuple[int, str, str 
 
 
 def _idf(rows: int, held: int | None) -> float:
-    """FTS5's idf of a term held by `held` of `rows` sections (clamped as FTS5 clamps it)."""
-    if not rows or held is None:
-        return 0.0
-    value = math.log((rows - held + 0.5) / (held + 0.5))
-    return value if value > 0 else 1e-6
+    """FTS5's idf of a term held by `held` of `rows` sections (0 when unknown)."""
+    return 0.0 if not rows or held is None else BM25.idf(rows, held)
 
 
 def names_bonus(terms: Mapping[str, float], names: Mapping[int, Sequence[str]]) -> dict[int, float]:
@@ -121,8 +116,7 @@ def names_bonus(terms: Mapping[str, float], names: Mapping[int, Sequence[str]]) 
         matched = [idf for stem, idf in terms.items() if stem in held]
         if not matched or not mean:
             continue
-        norm = 1.0 - NAMES_B + NAMES_B * len(names[doc]) / mean
-        out[doc] = NAMES_WEIGHT * sum(matched) * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * norm)
+        out[doc] = NAMES_WEIGHT * BM25.part(sum(matched), 1.0, float(len(names[doc])), mean)
     return out
 
 
@@ -143,7 +137,7 @@ def names(ranked: Ranked) -> Ranked:
     if not lexical or not terms or context.query.cjk or NAMES_WEIGHT <= 0:
         return ranked
     owners = _documents(ranked, [cid for cid, _ in lexical])
-    rows, held = frequencies(context.reader.conn, terms)
+    rows, held = frequencies(context.reader.conn, terms, context.reader.lexical)
     stems = STEMMER.stems(terms)
     weights = {stems[t]: _idf(rows, held.get(t)) * context.query.lexical.repeat(t) for t in terms if stems.get(t)}
     kept = context.reader.caches.of(NameWords)

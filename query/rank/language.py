@@ -31,7 +31,7 @@ from pipeline.db import Connection
 from pipeline.languages import detect_query, primary, same_language
 from pipeline.translations import languages_present
 from query.filters import Allowed, allowed_documents
-from query.frequency import without_common
+from query.lexical.frequency import without_common
 from query.rank.parsed import ParsedQuery, QueryLanguage
 from query.rank.ranked import Ranked
 from query.rank.tiers import Scored, lexical_tier
@@ -75,9 +75,9 @@ def widened(reader: Reader, query: ParsedQuery, lexical: tuple[Scored, ...], fan
         return lexical  # every document is in the query's language: the candidates are its already
     own, count = conn.execute(f"SELECT json_group_array(id), count(*) FROM documents WHERE {_OWN}{within}",
                               args).fetchone()
-    pruned = ParsedQuery(query.text, without_common(conn, query.lexical, fanout))
+    pruned = ParsedQuery(query.text, without_common(conn, query.lexical, fanout, reader.lexical))
     seen = {cid for cid, _ in lexical}
-    more = lexical_tier(reader, pruned, fanout, allowed_documents(conn, str(own), int(count)), excluded)
+    more = lexical_tier(reader, pruned, fanout, allowed_documents(conn, str(own), int(count)), excluded).found
     return (*lexical, *(e for e in more if e[0] not in seen))
 
 

@@ -59,4 +59,5 @@ def _trace(ranking: Ranked) -> dict[int, Explain]:
     return explanations(tiers.ranking, [(cid, -own[cid]) for cid, _ in tiers.lexical],
                         [(cid, -score) for cid, score in tiers.vector], bool(ranking.context.query.cjk),
                         ranking.note_of(diversity), len(tiers.feedback),
-                        [(name, about) for name, about in ranking.notes if name != diversity])
+                        [(name, about) for name, about in ranking.notes if name != diversity],
+                        tiers.strategy, tiers.exact)

@@ -22,22 +22,20 @@ hit.
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 import weakref
 from collections.abc import Mapping
 
+from pipeline.bm25 import BM25
 from pipeline.db import Connection, OperationalError
 from pipeline.impacts import varints
-from query.frequency import frequencies
+from query.lexical.frequency import frequencies
 from query.rank.ranked import Ranked
 from query.rank.tiers import Scored
-from query.topk import BM25_K1
 from query.words import STEMMER
 
 CJK_LENGTH = "cjk_length"
-BM25_B = 0.75  # FTS5's bm25 constant (fts5_aux.c)
 _TOKEN = re.compile(r"[^\W_]+")
 
 
@@ -84,8 +82,7 @@ def _store_totals(conn: Connection, kept: StoreTotals) -> tuple[int, float, floa
 def _bm25(tf: Mapping[str, float], idf: Mapping[str, float], repeat: Mapping[str, int], length: float,
           average: float) -> float:
     """FTS5's bm25 (higher is better here) of one row: weighted term frequencies, one length over all columns."""
-    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / average)
-    return sum(idf[s] * repeat[s] * f * (BM25_K1 + 1.0) / (f + norm) for s, f in tf.items() if f)
+    return sum(BM25.part(idf[s], f, length, average) * repeat[s] for s, f in tf.items() if f)
 
 
 def _frequencies(heading: str, body: str, stems: set[str], heading_weight: float) -> dict[str, float]:
@@ -126,22 +123,20 @@ def cjk_length(ranked: Ranked) -> Ranked:
 def _rescore(ranked: Ranked, lexical: tuple[Scored, ...], rows: list[Row], average: float,
              recounted: float) -> Ranked:
     """The candidates' scores times recounted bm25 / FTS5-length bm25, each recomputed from the row's text."""
-    from query.lexical import HEADING_WEIGHT  # the porter tier's own column weight
 
     context = ranked.context
     terms = context.query.terms
     stems = STEMMER.stems(terms)
     if any(not s or " " in s for s in stems.values()):
         return ranked  # a term FTS5 reads as a phrase of several tokens: leave the scores to FTS5
-    indexed, held = frequencies(context.reader.conn, terms)
-    idf = {stems[t]: max(math.log((indexed - (held.get(t) or 0) + 0.5) / ((held.get(t) or 0) + 0.5)), 1e-6)
-           for t in terms}
+    indexed, held = frequencies(context.reader.conn, terms, context.reader.lexical)
+    idf = {stems[t]: BM25.idf(indexed, held.get(t) or 0) for t in terms}
     repeat: dict[str, int] = {}
     for t in terms:
         repeat[stems[t]] = repeat.get(stems[t], 0) + context.query.lexical.repeat(t)
     ratio: dict[int, float] = {}
     for cid, heading, body, cjk, size in rows:
-        tf = _frequencies(heading, body, set(idf), HEADING_WEIGHT)
+        tf = _frequencies(heading, body, set(idf), BM25.weights[1])
         length = float(sum(varints(size)))
         own = _bm25(tf, idf, repeat, length, average)
         if own > 0:

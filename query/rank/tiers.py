@@ -17,7 +17,7 @@ from config.settings import Settings
 from pipeline.schema import read_meta
 from pipeline.vectors import pinned_identity, serving
 from query.filters import Allowed
-from query.lexical import search_ids
+from query.lexical import lexical_top
 from query.rank.parsed import ParsedQuery
 from query.reader import Reader
 from query.tier import tier_line
@@ -41,6 +41,8 @@ class Tiers:
     feedback: tuple[int, ...] = ()  # the sections whose vectors moved the query (hybrid only)
     # The lexical tier's own scores when a stage re-scored `lexical` (query/rank/evidence.py); empty: not re-scored.
     bm25: tuple[Scored, ...] = ()
+    strategy: str = ""  # the lexical plan that found the candidates (query/lexical/tier.py STRATEGIES)
+    exact: bool = True  # whether that plan proved its top k the full query's
 
     @property
     def lexical_ids(self) -> list[int]:
@@ -56,11 +58,22 @@ def excluded_ids(reader: Reader, query: ParsedQuery) -> set[int]:
     return {int(r[0]) for r in rows}
 
 
+@dataclass(frozen=True)
+class LexicalTier:
+    """The lexical candidates, best first, and the plan that found them."""
+
+    found: tuple[Scored, ...]
+    strategy: str
+    exact: bool
+
+
 def lexical_tier(reader: Reader, query: ParsedQuery, fanout: int, allowed: Allowed | None,
-                 excluded: set[int]) -> tuple[Scored, ...]:
+                 excluded: set[int]) -> LexicalTier:
     """The best `fanout` lexical candidates (of the allowed documents' chunks when a filter is on)."""
-    return tuple([(cid, -score) for cid, score in search_ids(reader.conn, query.lexical, fanout, allowed)
-                  if cid not in excluded])
+    chosen = lexical_top(reader.conn, query.lexical, fanout, allowed, reader.lexical,
+                         reader.settings.unproven_lexical)
+    return LexicalTier(tuple([(cid, -score) for cid, score in chosen.rows if cid not in excluded]),
+                       chosen.strategy, chosen.exact)
 
 
 @dataclass(frozen=True)

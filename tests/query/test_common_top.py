@@ -10,9 +10,9 @@ import pytest
 from config.settings import Settings
 from pipeline import schema
 from pipeline.store import Store
-from query.common_top import common_top_k
-from query.frequency import frequencies, listed_counts
 from query.lexical import COLUMN_WEIGHTS, search_ids
+from query.lexical.frequency import frequencies, listed_counts
+from query.lexical.impact_lists import common_top_k
 from query.reader import Reader
 from query.terms import build_query
 from tests.pipeline.test_impacts import _docs
@@ -36,7 +36,8 @@ def _full(reader: Reader, text: str, limit: int) -> list[tuple[int, float]]:
 def _common_queries(reader: Reader, seed: int, n: int) -> list[str]:
     terms = sorted(str(t) for (t,) in reader.conn.execute(f"SELECT term FROM {schema.IMPACT_FLOORS}"))
     rng = random.Random(seed)
-    return [*terms, *(" ".join(rng.sample(terms, rng.randint(2, 3))) for _ in range(n))]
+    repeated = [" ".join(w for w in rng.sample(terms, 2) for _ in range(rng.randint(1, 3))) for _ in range(n // 4)]
+    return [*terms, *(" ".join(rng.sample(terms, rng.randint(2, 3))) for _ in range(n)), *repeated]
 
 
 def test_common_word_queries_answer_as_the_full_query_row_for_row_and_score_for_score(listed: Settings) -> None:

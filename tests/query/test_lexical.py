@@ -90,8 +90,8 @@ def test_top_k_defaults_to_the_setting_and_is_capped_at_20(workdir: Path, make_s
 
 
 def test_terms_in_half_the_chunks_are_left_out_without_changing_the_ranking(workdir: Path, make_settings) -> None:
-    from query.frequency import common_terms, without_common
-    from query.lexical import _porter_ids
+    from query.lexical.frequency import common_terms, without_common
+    from query.lexical.tier import top_k
     from query.reader import Reader
 
     docs = {f"docs/{i}.md": f"# Note {i}\n\nthe common words of the text {'rare' if i % 7 == 0 else ''}\n"
@@ -107,7 +107,7 @@ def test_terms_in_half_the_chunks_are_left_out_without_changing_the_ranking(work
         full = reader.conn.execute(
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts, 1.0, 2.0), rowid",
             (query.expression,)).fetchall()
-        pruned = _porter_ids(reader.conn, query, 5)
+        pruned = top_k(reader.conn, query, 5).rows
         assert [cid for cid, _ in pruned] == [r[0] for r in full][:5]
         only_common = build_query("the text")
         assert without_common(reader.conn, only_common, 1) == only_common

@@ -13,7 +13,7 @@ from pipeline import postings
 from pipeline.store import Store
 from query.filters import Allowed
 from query.lexical import search_ids
-from query.postings_scan import postings_top_k
+from query.lexical.posting_columns import postings_top_k
 from query.reader import Reader
 from query.terms import build_query
 from tests.query.stores import build_store, store_settings, zipf_docs
@@ -42,8 +42,10 @@ def columns_store(tmp_path: Path) -> Settings:
 
 def _queries(seed: int, n: int) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.sample(WORDS[2:200], rng.randint(1, 4))) for _ in range(n)] + [
-        f"{WORDS[5]} {WORDS[5]} {WORDS[90]}", f"{WORDS[30]} {WORDS[399]}"]
+    repeated = [" ".join(w for w in rng.sample(WORDS[2:200], 2) for _ in range(rng.randint(1, 3)))
+                for _ in range(n // 4)]
+    return [" ".join(rng.sample(WORDS[2:200], rng.randint(1, 4))) for _ in range(n)] + repeated + [
+        f"{WORDS[5]} {WORDS[5]} {WORDS[90]}", f"{WORDS[30]} {WORDS[399]}", f"{WORDS[5]} {WORDS[5]} {WORDS[5]}"]
 
 
 def _agree(settings: Settings, queries: list[str], limit: int = 10) -> int:

@@ -9,8 +9,9 @@ import pytest
 
 from config.settings import Settings
 from pipeline import impacts
-from query import rescoring
-from query.frequency import frequencies
+from pipeline.bm25 import BM25
+from query.lexical import rescoring
+from query.lexical.frequency import frequencies
 from query.reader import Reader
 from query.terms import build_query
 from tests.query.stores import build_store, store_settings
@@ -51,10 +52,11 @@ def _check(reader: Reader, texts: list[str]) -> int:
         _, held = frequencies(reader.conn, query.terms)
         if not query.expression or any(held.get(t) is None for t in query.terms):
             continue  # nothing to match, or a term FTS5 splits in two: shaping leaves those to FTS5
-        idfs = [rescoring.idf(stats.rows, int(held[t] or 0)) for t in query.terms]
+        idfs = [BM25.idf(stats.rows, int(held[t] or 0)) for t in query.terms]
         expected = [(int(r[0]), float(r[1])) for r in reader.conn.execute(SCORED, (query.expression,))]
         counts = rescoring.row_counts(reader.conn, query.terms, [cid for cid, _ in expected], (1.0, 2.0))
-        assert [(cid, rescoring.score(stats, idfs, counts[cid])) for cid, _ in expected] == expected, text
+        assert [(cid, BM25.score(idfs, counts[cid].freq, counts[cid].tokens, stats.avgdl))
+                for cid, _ in expected] == expected, text
         compared += len(expected)
     return compared
 

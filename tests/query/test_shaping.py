@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from query import shaping
-from query.lexical import search_ids
+from query.lexical import search_ids, shaping
+from query.lexical.plan import Answer
 from query.reader import Reader
 from query.terms import build_query
 from tests.query.stores import build_store, store_settings, zipf_docs
@@ -34,14 +34,17 @@ def _queries(seed: int, n: int) -> list[str]:
     rng = random.Random(seed)
     queries = [" ".join([*rng.sample(WORDS[:8], rng.randint(1, 3)), *rng.sample(WORDS[8:300], rng.randint(1, 2))])
                for _ in range(n)]
-    return [*queries, f"{WORDS[0]} {WORDS[45]} -{WORDS[1]}", f"{WORDS[2]} {WORDS[3]} {WORDS[50]}"]
+    repeated = [" ".join(w for w in [*rng.sample(WORDS[:8], 1), *rng.sample(WORDS[8:300], 2)]
+                         for _ in range(rng.randint(1, 3))) for _ in range(n // 4)]
+    return [*queries, *repeated, f"{WORDS[0]} {WORDS[45]} -{WORDS[1]}", f"{WORDS[2]} {WORDS[3]} {WORDS[50]}",
+            f"{WORDS[0]} {WORDS[0]} {WORDS[0]} {WORDS[60]}"]
 
 
 def _full(reader: Reader, text: str, limit: int) -> list[tuple[int, float]]:
     return [(int(r[0]), float(r[1])) for r in reader.conn.execute(FULL, (build_query(text).expression, limit))]
 
 
-Answers = dict[str, tuple[shaping.Shaped, list[tuple[int, float]]]]
+Answers = dict[str, tuple[Answer, list[tuple[int, float]]]]
 
 
 def _answers(reader: Reader, limit: int, share: float = shaping.COMMON_SHARE) -> Answers:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from query import topk
 from query.lexical import WEIGHTS, search_ids
+from query.lexical import pruning as topk
+from query.lexical.pruning import exact_top_k, reaching_sets
 from query.reader import Reader
 from query.terms import build_query
-from query.topk import exact_top_k, reaching_sets
 from tests.query.stores import build_store, store_settings, zipf_docs
 
 WORDS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)]

@@ -3,7 +3,7 @@
 FTS5's bm25() costs about a microsecond a row; a keyword query over terms each held by a few percent
 of a million chunks scores tens of thousands of rows. Here every phrase of the OR expression adds its
 part to an accumulator indexed by chunk id, in the expression's order, with the same double
-operations as FTS5 (query/rescoring.py's formula), so each row's score is bm25()'s to the bit:
+operations as FTS5 (pipeline/bm25.py's part), so each row's score is bm25()'s to the bit:
 
 - a term with a column: its ids, weighted counts and the rows' token counts give its part at once;
 - a term without one (held by fewer than POSTINGS_FROM rows when the columns were made): FTS5 scores
@@ -19,63 +19,76 @@ of the rows without a column) returns None and FTS5's plans answer it.
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from pipeline import db, postings
+from pipeline import db, postings, schema
+from pipeline.bm25 import BM25
 from pipeline.db import Connection, OperationalError
 from pipeline.impacts import REFRESH_SHARE, current_stamp, table_stats
 from query.filters import Allowed
-from query.frequency import frequencies
-from query.rescoring import K1, B, idf
-from query.shaping import Shaped
+from query.lexical.frequency import frequencies
+from query.lexical.plan import Answer, Plan, Request
+from query.lexical.stats import LexicalStats
 from query.terms import LexicalQuery, quote
 from query.words import STEMMER
 
-WEIGHTS = "1.0, 2.0"  # bm25()'s column weights: query/lexical.py's, as postings.WEIGHTS records them
 EVERY_ROW = (0, 2**62)
 MAX_SCANNED = 1_000_000  # the column rows a query may score; past it FTS5's and the impact lists' plans serve
 FTS5_MOST = 4 * postings.POSTINGS_FROM  # a term without a column held by more rows: FTS5's plans are as cheap
 
-KEEP_ACCUMULATORS = 4
-KEEP_MASKS = 8  # filters' row masks a process keeps (a byte a chunk id each)
-COLUMNS_HELD = 320 * 2**20  # the bytes of decoded columns a process keeps (16 a row), least recently used out
 
-StoreKey = tuple[str, int, int, str]  # the store file (path, device, inode) and the columns' stamp
+class PostingColumns:
+    """The top-k strategy of keyword queries: every matching row scored from the posting columns with numpy."""
 
-_lock = threading.Lock()
-_sizes: dict[StoreKey, npt.NDArray[np.float64]] = {}
-_columns: OrderedDict[tuple[str, int, int, str, str], postings.Column | None] = OrderedDict()
-_held = 0
-_masks: dict[tuple[str, int, int, str, str], npt.NDArray[np.bool_]] = {}
-_idle: list[npt.NDArray[np.float64]] = []  # zeroed accumulators (8 bytes a chunk id each)
+    name = "posting columns"
+
+    def plan(self, request: Request) -> Plan | None:
+        """A plan while the store keeps columns: exact; about 10 ns a column row and 1 us a row FTS5 scores for a term
+        without one (its rows estimated by its document count)."""
+        query = request.pruned
+        if query.excluded or not query.terms or request.query.excluded or request.limit < 1:
+            return None
+        if not schema.meta_value(request.conn, schema.POSTINGS_STAMP_KEY):
+            return None
+        _, held = frequencies(request.conn, request.query.terms, request.stats)
+        stems = STEMMER.stems(query.terms)
+        try:
+            kept = postings.terms_with_columns(request.conn, sorted({stems[t] for t in query.terms}))
+        except OperationalError:
+            return None
+        rows = [(int(held.get(t) or 0), stems[t] in kept) for t in query.terms]
+        if not any(has for _, has in rows):
+            return None  # no term is held by many rows: FTS5 alone is as fast
+        return Plan(self, 50.0 + sum(0.01 * n if has else float(n) for n, has in rows), True)
+
+    def run(self, request: Request, plan: Plan) -> Answer | None:
+        return postings_top_k(request.conn, request.pruned, request.limit, request.allowed, request.query,
+                              request.stats)
 
 
 def postings_top_k(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | None = None,
-                   full: LexicalQuery | None = None) -> Shaped | None:
+                   full: LexicalQuery | None = None, stats: LexicalStats | None = None) -> Answer | None:
     """query's exact top limit (rowid, bm25) from the posting columns, or None when they cannot serve it.
 
     allowed (a filter's chunks, query/filters.py) keeps the rows of its span of ids, and of those only the
     allowed documents' when the span holds others too; the IDFs stay the whole table's, as FTS5's bm25()
-    keeps them under a rowid constraint. With full (the query before query/frequency.py left out the
+    keeps them under a rowid constraint. With full (the query before query/lexical/frequency.py left out the
     words most rows hold), query finds the rows and full scores those that can be in its top limit: the
     answer is full's, each score its bm25()."""
     if query.excluded or not query.terms or limit < 1 or (full is not None and full.excluded):
         return None
     with db.read_snapshot(conn):
         try:
-            return _top(conn, query, limit, allowed, full)
+            return _top(conn, query, limit, allowed, full, stats or LexicalStats())
         except OperationalError:  # the columns' tables are missing: FTS5's plans answer (`knowledge check` says so)
             return None
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _Reading:
     """What a query reads: each term's column (None: FTS5 scores its phrase), its rows now, the sizes and the gone."""
 
     columns: dict[str, postings.Column | None]  # by term
@@ -89,19 +102,19 @@ class _Plan:
 
 
 def _top(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | None,
-         full: LexicalQuery | None) -> Shaped | None:
+         full: LexicalQuery | None, kept: LexicalStats) -> Answer | None:
     stats = table_stats(conn)
     dropped = tuple(t for t in full.terms if t not in query.terms) if full is not None else ()
     scorer = full if full is not None and dropped else query
-    plan = _plan(conn, scorer, allowed) if stats is not None else None
+    plan = _reading(conn, scorer, allowed, kept) if stats is not None else None
     if plan is None or stats is None:
         return None
     if sum(len(c.ids) for t in query.terms if (c := plan.columns[t]) is not None) > MAX_SCANNED:
-        return None  # words most rows hold and nothing rarer: the impact lists answer them (query/common_top.py)
-    weights = {t: idf(stats.rows, plan.held[t]) for t in scorer.terms}
+        return None  # words most rows hold and nothing rarer: the impact lists answer them (impact_lists.py)
+    weights = {t: BM25.idf(stats.rows, plan.held[t]) for t in scorer.terms}
     parts = {t: _term_parts(conn, t, plan, weights[t], stats.avgdl) for t in query.terms}
     # a dropped word adds less than idf * (k1 + 1) to any row: the rows so close to the last one kept are weighed
-    slack = sum(weights[t] * (K1 + 1.0) * scorer.repeat(t) for t in dropped) * (1.0 + 1e-9)
+    slack = sum(weights[t] * (BM25.k1 + 1.0) * scorer.repeat(t) for t in dropped) * (1.0 + 1e-9)
     if len(query.terms) == 1:  # one term: its parts are the scores, no accumulator to gather them in
         ids, part = parts[query.terms[0]]
         scores = np.zeros(len(part), dtype=np.float64)
@@ -111,23 +124,23 @@ def _top(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | N
             scores[np.isin(ids, plan.gone, assume_unique=True)] = 0.0
         found = _best(ids, scores, limit, 1, slack)
     else:
-        found = _accumulated(query, plan, parts, limit, slack)
+        found = _accumulated(query, plan, parts, limit, slack, kept)
     if dropped:
         found = _rescored(conn, np.array([cid for cid, _ in found], dtype=np.int64), scorer, plan, parts, weights,
                           stats.avgdl)
     if not plan.unchanged:
         only, args = allowed.rows() if allowed is not None else ("", ())
         found += [(int(r[0]), float(r[1])) for r in conn.execute(
-            f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+            f"SELECT rowid, {BM25.sql()} AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
             f" AND rowid > ?{only} ORDER BY s, rowid LIMIT ?", (scorer.expression, plan.top, *args, limit))]
     found.sort(key=lambda item: (item[1], item[0]))
-    return Shaped(found[:limit], True)
+    return Answer(found[:limit], True)
 
 
 Parts = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # rows (ascending ids) and one phrase's part in each
 
 
-def _term_parts(conn: Connection, term: str, plan: _Plan, weight: float, avgdl: float) -> Parts:
+def _term_parts(conn: Connection, term: str, plan: _Reading, weight: float, avgdl: float) -> Parts:
     """A term's rows and its phrase's part of their scores: from its column, else from FTS5."""
     column = plan.columns[term]
     if column is None:
@@ -136,13 +149,13 @@ def _term_parts(conn: Connection, term: str, plan: _Plan, weight: float, avgdl: 
             return ids, part
         keep = plan.mask[ids]
         return ids[keep], part[keep]
-    return column.ids, _parts(weight, column.counts, plan.tokens[column.ids], avgdl)
+    return column.ids, BM25.part(weight, column.counts, plan.tokens[column.ids], avgdl)
 
 
-def _accumulated(query: LexicalQuery, plan: _Plan, parts: dict[str, Parts], limit: int,
-                 slack: float) -> list[tuple[int, float]]:
+def _accumulated(query: LexicalQuery, plan: _Reading, parts: dict[str, Parts], limit: int,
+                 slack: float, kept: LexicalStats) -> list[tuple[int, float]]:
     """The best limit rows of the terms' parts, added up per row in the expression's order."""
-    acc = _accumulator(plan.top)
+    acc = kept.accumulator(plan.top, _zeros)
     touched: list[npt.NDArray[np.int64]] = []
     try:
         for term in query.terms:
@@ -157,10 +170,10 @@ def _accumulated(query: LexicalQuery, plan: _Plan, parts: dict[str, Parts], limi
     finally:
         for ids in touched:
             acc[ids] = 0.0
-        _give_back(acc)
+        kept.give_back(acc)
 
 
-def _rescored(conn: Connection, rows: npt.NDArray[np.int64], query: LexicalQuery, plan: _Plan,
+def _rescored(conn: Connection, rows: npt.NDArray[np.int64], query: LexicalQuery, plan: _Reading,
               parts: dict[str, Parts], weights: dict[str, float], avgdl: float) -> list[tuple[int, float]]:
     """rows scored by every phrase of the query, in its order: bm25() of the full expression, to the bit."""
     total = np.zeros(len(rows), dtype=np.float64)
@@ -173,7 +186,7 @@ def _rescored(conn: Connection, rows: npt.NDArray[np.int64], query: LexicalQuery
             found = _positions(column.ids, rows)
             at = np.zeros(len(rows), dtype=np.float64)
             hit = found >= 0
-            at[hit] = _parts(weights[term], column.counts[found[hit]], plan.tokens[rows[hit]], avgdl)
+            at[hit] = BM25.part(weights[term], column.counts[found[hit]], plan.tokens[rows[hit]], avgdl)
         for _ in range(query.repeat(term)):
             total += at
     return [(int(cid), -1.0 * float(value)) for cid, value in zip(rows, total, strict=True)]
@@ -197,24 +210,25 @@ def _part_at(ids: npt.NDArray[np.int64], part: npt.NDArray[np.float64],
     return at
 
 
-def _plan(conn: Connection, query: LexicalQuery, allowed: Allowed | None) -> _Plan | None:
-    """The query's plan over the columns, or None when they cannot serve it."""
+def _reading(conn: Connection, query: LexicalQuery, allowed: Allowed | None, kept: LexicalStats) -> _Reading | None:
+    """What the query reads from the columns, or None when they cannot serve it."""
     made = postings.stamp_of(conn)
     stems = STEMMER.stems(query.terms)
     if made is None or any(not stems[t] or " " in stems[t] for t in query.terms):
         return None
-    store = _store_key(conn, made.text())  # what the values kept in the process are valid for
+    store = kept.store_key(conn, made.text())  # what the values kept are valid for
     if store is None:
         return None
-    read = {stem: _column(conn, stem, store) for stem in dict.fromkeys(stems[t] for t in query.terms)}
+    read = {stem: kept.column(store, stem, lambda stem=stem: postings.column(conn, stem))  # type: ignore[misc]
+            for stem in dict.fromkeys(stems[t] for t in query.terms)}
     if not any(read.values()):
         return None  # no term is held by many rows: FTS5 alone is as fast
     columns = {t: read[stems[t]] for t in query.terms}
     loose = tuple(t for t in query.terms if columns[t] is None)
-    _, counted = frequencies(conn, loose)
+    _, counted = frequencies(conn, loose, kept)
     if any(counted.get(t) is None or int(counted[t] or 0) > FTS5_MOST for t in loose):
         return None
-    sizes = _sizes_of(conn, store)
+    sizes = kept.sizes(store, lambda: postings.sizes(conn))
     if sizes is None:
         return None
     top, tokens = sizes
@@ -228,11 +242,11 @@ def _plan(conn: Connection, query: LexicalQuery, allowed: Allowed | None) -> _Pl
         if column is not None:
             held[term] = column.held if unchanged else _held_now(conn, term, column, gone, top)
     if allowed is None:
-        return _Plan(columns, held, top, tokens, gone, unchanged, EVERY_ROW, None)
+        return _Reading(columns, held, top, tokens, gone, unchanged, EVERY_ROW, None)
     span = (allowed.low, allowed.high)
-    mask = None if allowed.dense else _allowed_rows(conn, allowed, top, store)
+    mask = None if allowed.dense else kept.mask(store, allowed.documents, lambda: _allowed_rows(conn, allowed, top))
     columns = {t: None if c is None else _within(c, span, mask) for t, c in columns.items()}
-    return _Plan(columns, held, top, tokens, gone, unchanged, span, mask)
+    return _Reading(columns, held, top, tokens, gone, unchanged, span, mask)
 
 
 def _within(column: postings.Column, span: tuple[int, int], mask: npt.NDArray[np.bool_] | None) -> postings.Column:
@@ -245,35 +259,20 @@ def _within(column: postings.Column, span: tuple[int, int], mask: npt.NDArray[np
     return postings.Column(column.held, ids, counts)
 
 
-def _allowed_rows(conn: Connection, allowed: Allowed, top: int, store: StoreKey) -> npt.NDArray[np.bool_]:
-    """The filter's rows up to top as a mask by chunk id, kept per store, stamp and allowed documents (a chunk
-    id up to the columns' top always belongs to the document it was given to: ids are never given twice)."""
-    key = (*store, allowed.documents)
-    with _lock:
-        kept = _masks.get(key)
-    if kept is not None:
-        return kept
+def _allowed_rows(conn: Connection, allowed: Allowed, top: int) -> npt.NDArray[np.bool_]:
+    """The filter's rows up to top as a mask by chunk id (kept per store, stamp and allowed documents: a chunk id up
+    to the columns' top always belongs to the document it was given to, ids are never given twice)."""
     mask = np.zeros(top + 1, dtype=np.bool_)
     rows = conn.execute("SELECT id FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
                         " AND id BETWEEN ? AND ?", (allowed.documents, allowed.low, min(allowed.high, top)))
     mask[np.fromiter((int(r[0]) for r in rows), dtype=np.int64)] = True
-    with _lock:
-        while len(_masks) >= KEEP_MASKS:
-            _masks.pop(next(iter(_masks)))
-        _masks[key] = mask
     return mask
-
-
-def _parts(weight: float, counts: npt.NDArray[np.float64], tokens: npt.NDArray[np.float64],
-           avgdl: float) -> npt.NDArray[np.float64]:
-    """One phrase's part of each row's score, as FTS5 computes it (query/rescoring.score, element by element)."""
-    return weight * ((counts * (K1 + 1.0)) / (counts + K1 * (1 - B + B * tokens / avgdl)))
 
 
 def _fts5_part(conn: Connection, term: str, low: int,
                high: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """A term without a column: its rows low..high and the phrase's part of their scores, by FTS5 itself."""
-    rows = conn.execute(f"SELECT rowid, bm25(chunks_fts, {WEIGHTS}) FROM chunks_fts WHERE chunks_fts MATCH ?"
+    rows = conn.execute(f"SELECT rowid, {BM25.sql()} FROM chunks_fts WHERE chunks_fts MATCH ?"
                         " AND rowid BETWEEN ? AND ? ORDER BY rowid", (quote(term), low, high)).fetchall()
     ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
     return ids, -np.fromiter((float(r[1]) for r in rows), dtype=np.float64, count=len(rows))
@@ -305,66 +304,5 @@ def _best(touched: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], limit
     return [(int(ids[i]), -1.0 * float(values[i])) for i in order]
 
 
-def _accumulator(top: int) -> npt.NDArray[np.float64]:
-    """A zeroed score array for ids 0..top, one of the idle ones when it is long enough (given back zeroed)."""
-    with _lock:
-        while _idle:
-            acc = _idle.pop()
-            if len(acc) > top:
-                return acc
-    return np.zeros(top + 1, dtype=np.float64)
-
-
-def _give_back(acc: npt.NDArray[np.float64]) -> None:
-    """Keep a zeroed accumulator for the next query (at most KEEP_ACCUMULATORS: one per concurrent query)."""
-    with _lock:
-        if len(_idle) < KEEP_ACCUMULATORS:
-            _idle.append(acc)
-
-
-def _store_key(conn: Connection, stamp: str) -> StoreKey | None:
-    """The store file (path, device, inode) and the columns' stamp: what a kept value is valid for."""
-    db_path = str(conn.execute("PRAGMA database_list").fetchone()[2])
-    try:
-        info = os.stat(db_path)
-    except OSError:
-        return None
-    return db_path, info.st_dev, info.st_ino, stamp
-
-
-def _column(conn: Connection, stem: str, store: StoreKey) -> postings.Column | None:
-    """A term's column, decoded once and kept in the process while the columns are the same (COLUMNS_HELD bytes)."""
-    global _held
-    key = (*store, stem)
-    with _lock:
-        if key in _columns:
-            _columns.move_to_end(key)
-            return _columns[key]
-    found = postings.column(conn, stem)
-    size = 16 * len(found.ids) if found is not None else 0
-    with _lock:
-        if key not in _columns and size <= COLUMNS_HELD:
-            if _columns and next(iter(_columns))[:4] != store:  # another file or stamp: none of it holds now
-                _columns.clear()
-                _held = 0
-            _columns[key] = found
-            _held += size
-            while _held > COLUMNS_HELD:
-                _, dropped = _columns.popitem(last=False)
-                _held -= 16 * len(dropped.ids) if dropped is not None else 0
-    return found
-
-
-def _sizes_of(conn: Connection, store: StoreKey) -> tuple[int, npt.NDArray[np.float64]] | None:
-    """The columns' row sizes, kept per store file and stamp in the process (a Reader per request reads them once)."""
-    with _lock:
-        kept = _sizes.get(store)
-    if kept is not None:
-        return len(kept) - 1, kept
-    found = postings.sizes(conn)
-    if found is None:
-        return None
-    with _lock:
-        _sizes.clear()  # one store's sizes at a time: a process serves one store
-        _sizes[store] = found[1]
-    return found
+def _zeros(size: int) -> npt.NDArray[np.float64]:
+    return np.zeros(size, dtype=np.float64)

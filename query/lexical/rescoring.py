@@ -1,13 +1,8 @@
 """FTS5's bm25() of chosen rows, computed outside FTS5 from the store's own term statistics, to the bit.
 
-FTS5 scores a row by, for each phrase i of the expression in order,
-`score += idf_i * (f_i * (k1 + 1)) / (f_i + k1 * (1 - b + b * D / avgdl))` and returns `-score`, where
-f_i is the row's column-weighted count of the phrase's instances, D the row's token count (all
-columns), avgdl the table's tokens per row, and `idf_i = log((N - n_i + 0.5) / (n_i + 0.5))` (clamped
-to 1e-6 when not positive) with n_i the rows holding the phrase and N the row count (fts5_aux.c).
-
-Every input is read from what FTS5 itself stores: N and the column totals from the table's averages
-record, D per column from its docsize table, n_i from the porter vocabulary (query/frequency.py).
+The formula is pipeline/bm25.py's; this module counts its inputs for chosen rows. Every input is read
+from what FTS5 itself stores: N and the column totals from the table's averages record, D per column
+from its docsize table, n_i from the porter vocabulary (query/lexical/frequency.py).
 f_i is counted in Python: the row's text is split into letter/digit runs and each run's stem comes
 from SQLite's own porter tokenizer (query/words.py's STEMMER). The split is checked against the
 docsize counts FTS5 wrote for that row; a row whose counts differ (text unicode61 splits otherwise)
@@ -17,28 +12,19 @@ in the expression's phrase order with the same double operations, so the score e
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.db import Connection
-from pipeline.impacts import TableStats, varints
+from pipeline.impacts import varints
+from query.lexical.stats import LexicalStats
 from query.terms import quote
 from query.words import STEMMER
 
-K1 = 1.2
-B = 0.75
-IDF_FLOOR = 1e-6
 MARK = "\x01"
 _RUN = re.compile(r"[^\W_]+")
-
-
-def idf(rows: int, held: int) -> float:
-    """FTS5's IDF of a phrase held by `held` of `rows` rows."""
-    value = math.log((rows - held + 0.5) / (held + 0.5))
-    return value if value > 0.0 else IDF_FLOOR
 
 
 @dataclass(frozen=True)
@@ -50,8 +36,9 @@ class RowCounts:
 
 
 def row_counts(conn: Connection, terms: Sequence[str], ids: Sequence[int],
-               weights: Sequence[float]) -> dict[int, RowCounts]:
-    """Each id's RowCounts for terms (ids that are not rows of the table are left out)."""
+               weights: Sequence[float], stats: LexicalStats | None = None) -> dict[int, RowCounts]:
+    """Each id's RowCounts for terms (ids that are not rows of the table are left out); a term given twice (a
+    repeated word's phrases) is counted in each place."""
     stems = STEMMER.stems(terms)
     wanted = [stems[t] for t in terms]
     marks = ",".join("?" * len(ids))
@@ -59,7 +46,8 @@ def row_counts(conn: Connection, terms: Sequence[str], ids: Sequence[int],
         f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN ({marks})", tuple(ids))}
     texts = [(int(r[0]), _runs(str(r[1])), _runs(str(r[2]))) for r in conn.execute(
         f"SELECT id, body, heading_path FROM chunks WHERE id IN ({marks})", tuple(ids)) if int(r[0]) in sizes]
-    known = _learn(set().union(*(c for _, body, heading in texts for c in (body, heading))))
+    every: set[str] = set().union(*(c for _, body, heading in texts for c in (body, heading)))
+    known = (stats or LexicalStats()).stems(every, STEMMER.stems)
     split = _Split(known, set(wanted))
     found: dict[int, RowCounts] = {}
     for cid, *runs in texts:
@@ -73,24 +61,9 @@ def row_counts(conn: Connection, terms: Sequence[str], ids: Sequence[int],
     return found
 
 
-_STEMS: dict[str, str] = {}
-_STEMS_MAX = 200_000
-
-
 def _runs(text: str) -> Counter[str]:
     """text's letter/digit runs, counted; an ASCII text lower-cased first (unicode61 folds ASCII case so)."""
     return Counter(_RUN.findall(text.lower() if text.isascii() else text))
-
-
-def _learn(runs: set[str]) -> dict[str, str]:
-    """The porter stem of every run, those not yet known found in one tokenizer call (and cached)."""
-    missing = runs.difference(_STEMS)
-    if missing:
-        if len(_STEMS) + len(missing) > _STEMS_MAX:
-            _STEMS.clear()
-            missing = runs
-        _STEMS.update(STEMMER.stems(missing))
-    return {run: _STEMS[run] for run in runs}
 
 
 class _Split:
@@ -142,11 +115,3 @@ def _counted_by_fts(conn: Connection, cid: int, terms: Sequence[str], wanted: li
         if row is not None and row[0] is not None:
             counted[stem] = max(counted[stem], str(row[0]).count(MARK))
     return counted
-
-
-def score(stats: TableStats, idfs: Sequence[float], counts: RowCounts) -> float:
-    """bm25() of one row (lower is better), the phrases summed in order as FTS5 does."""
-    total = 0.0
-    for weight, freq in zip(idfs, counts.freq, strict=True):
-        total += weight * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * counts.tokens / stats.avgdl)))
-    return -1.0 * total

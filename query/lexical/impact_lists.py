@@ -20,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline import db, impacts, schema
+from pipeline.bm25 import BM25
 from pipeline.db import Connection, OperationalError
-from query.frequency import frequencies
-from query.rescoring import idf, row_counts, score
-from query.shaping import Shaped
+from query.lexical.frequency import frequencies
+from query.lexical.plan import Answer, Plan, Request
+from query.lexical.rescoring import row_counts
+from query.lexical.stats import LexicalStats
 from query.terms import LexicalQuery
 from query.words import STEMMER
 
@@ -33,20 +35,58 @@ MAX_TERMS = 6
 MAX_RESCORED = 256  # past this many rows re-scored in Python, FTS5's own plan is as cheap
 
 
-def common_top_k(conn: Connection, query: LexicalQuery, limit: int,
-                 weights: Sequence[float]) -> Shaped | None:
+class ImpactLists:
+    """The top-k strategy of queries of common words: the impact lists (module docstring)."""
+
+    name = "impact lists"
+
+    def plan(self, request: Request) -> Plan | None:
+        """A plan while the lists exist for the weights: exact while their stamp is the table's, else only when an
+        unproven answer may be served; about 0.1 ms a term's list read."""
+        query = request.query
+        if request.allowed is not None or not _serves(query, request.limit):
+            return None
+        try:
+            if schema.meta_value(request.conn, impacts.WEIGHTS_KEY) != _weights_text(BM25.weights):
+                return None
+            made = impacts.Stamp.parse(schema.meta_value(request.conn, impacts.STAMP_KEY))
+        except OperationalError:
+            return None
+        if made is None:
+            return None
+        exact = made == impacts.current_stamp(request.conn)
+        if not exact and not request.unproven:
+            return None
+        return Plan(self, 100.0 * len(set(query.terms)) + (0.0 if exact else 1000.0), exact)
+
+    def run(self, request: Request, plan: Plan) -> Answer | None:
+        found = common_top_k(request.conn, request.query, request.limit, BM25.weights, request.stats)
+        return found if found is None or found.exact or request.unproven else None
+
+
+def _serves(query: LexicalQuery, limit: int) -> bool:
+    return not query.excluded and 1 <= len(query.terms) <= MAX_TERMS and limit <= impacts.LIST_ROWS
+
+
+def _weights_text(weights: Sequence[float]) -> str:
+    return ",".join(str(float(w)) for w in weights)
+
+
+def common_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float],
+                 stats: LexicalStats | None = None) -> Answer | None:
     """query's top limit (rowid, bm25) from the impact lists, or None when they cannot answer it."""
-    if query.excluded or not 1 <= len(query.terms) <= MAX_TERMS or limit > impacts.LIST_ROWS:
+    if not _serves(query, limit):
         return None
     with db.read_snapshot(conn):
         try:
-            return _answer(conn, query, limit, weights)
+            return _answer(conn, query, limit, weights, stats or LexicalStats())
         except OperationalError:  # a store of an older format: no lists to read
             return None
 
 
-def _answer(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float]) -> Shaped | None:
-    if schema.meta_value(conn, impacts.WEIGHTS_KEY) != ",".join(str(float(w)) for w in weights):
+def _answer(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float],
+            stats: LexicalStats) -> Answer | None:
+    if schema.meta_value(conn, impacts.WEIGHTS_KEY) != _weights_text(weights):
         return None
     made = impacts.Stamp.parse(schema.meta_value(conn, impacts.STAMP_KEY))
     now = impacts.current_stamp(conn)
@@ -57,10 +97,10 @@ def _answer(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence
     if lists is None:
         return None
     unchanged = made == now
-    if unchanged and len({stems[t] for t in query.terms}) == 1 and len(query.terms) == 1:
+    if unchanged and len(query.phrases) == 1:  # one phrase: its list is its answer (a repeated word is not one)
         listed, _ = lists[stems[query.terms[0]]]
-        return Shaped([(cid, -value) for cid, value in listed[:limit]], True)
-    return _by_bound(conn, query, limit, weights, lists, [stems[t] for t in query.terms], made, unchanged)
+        return Answer([(cid, -value) for cid, value in listed[:limit]], True)
+    return _by_bound(conn, query, limit, weights, lists, [stems[t] for t in query.phrases], made, unchanged, stats)
 
 
 def _lists(conn: Connection, stems: list[str]) -> dict[str, tuple[list[tuple[int, float]], float]] | None:
@@ -78,7 +118,9 @@ def _lists(conn: Connection, stems: list[str]) -> dict[str, tuple[list[tuple[int
 
 def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequence[float],
               lists: dict[str, tuple[list[tuple[int, float]], float]], stems: list[str],
-              made: impacts.Stamp, unchanged: bool) -> Shaped | None:
+              made: impacts.Stamp, unchanged: bool, stats: LexicalStats) -> Answer | None:
+    """The top limit by the lists' bounds; stems: one per phrase of the expression, in its order (a repeated
+    word's stem as often as it is written, so its part counts as often as FTS5 counts it)."""
     bounds, known = _bounds(lists, stems, unchanged)
     floors = sum(lists[s][1] for s in stems)
     if not unchanged:
@@ -91,11 +133,11 @@ def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequen
     order = sorted(bounds, key=lambda cid: (-bounds[cid], cid))
     if len(order) < limit or bounds[order[limit - 1]] < floors:
         return None  # not even the best bounds reach the floors: the lists cannot prove any k rows
-    stats = impacts.table_stats(conn)
-    _, held = frequencies(conn, query.terms)
-    if stats is None or any(held.get(t) is None for t in query.terms):
+    table = impacts.table_stats(conn)
+    _, held = frequencies(conn, query.terms, stats)
+    if table is None or any(held.get(t) is None for t in query.terms):
         return None
-    idfs = [idf(stats.rows, int(held[t] or 0)) for t in query.terms]
+    idfs = [BM25.idf(table.rows, int(held[t] or 0)) for t in query.phrases]
     scored: list[tuple[int, float]] = []
     rescored = 0
     for start in range(0, len(order), BATCH):
@@ -104,13 +146,13 @@ def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequen
         rescored += len(unknown)
         if rescored > MAX_RESCORED:
             return None
-        counts = row_counts(conn, query.terms, unknown, weights) if unknown else {}
-        found = [(cid, score(stats, idfs, c)) for cid, c in counts.items()]
+        counts = row_counts(conn, query.phrases, unknown, weights, stats) if unknown else {}
+        found = [(cid, BM25.score(idfs, c.freq, c.tokens, table.avgdl)) for cid, c in counts.items()]
         scored = sorted([*scored, *found, *((cid, known[cid]) for cid in batch if cid in known)],
                         key=lambda item: (item[1], item[0]))
         following = bounds[order[start + BATCH]] if start + BATCH < len(order) else 0.0
         if len(scored) >= limit and -scored[limit - 1][1] >= max(following, floors):
-            return Shaped(scored[:limit], unchanged)
+            return Answer(scored[:limit], unchanged)
     return None
 
 

@@ -3,7 +3,7 @@
 FTS5 computes bm25() for every row an OR query matches before ORDER BY ... LIMIT keeps k of them,
 and that scoring is most of a query's cost: a few common words match tens of thousands of chunks.
 But BM25 is a sum over the query's phrases, and one phrase adds less than (k1 + 1) * idf to any
-row, whatever its frequency or length (FTS5's bm25 uses k1 = 1.2). So a row holding the query
+row, whatever its frequency or length (pipeline/bm25.py's Bm25.bound). So a row holding the query
 terms S scores less than the sum of bound(t) = 2.2 * idf(t) over S, and:
 
 1. the *seed* rows, those holding two or more distinct query terms (plus every row of a term
@@ -22,24 +22,23 @@ length alone), and a row never scored is strictly below k rows that were. When t
 than k rows, or a query has one term, too many terms or only rare ones, the full query runs as
 before.
 
-Document frequencies and the row count come from query/frequency.py's per-connection cache (the
+Document frequencies and the row count come from query/lexical/frequency.py's per-connection cache (the
 numbers FTS5 itself uses: the porter vocabulary's document counts, the chunk count).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from itertools import combinations
 
 from pipeline import db
+from pipeline.bm25 import BM25
 from pipeline.db import Connection
-from query.frequency import frequencies
+from query.lexical.frequency import frequencies
+from query.lexical.plan import Answer, Plan, Request
+from query.lexical.stats import LexicalStats
 from query.terms import LexicalQuery, quote
 
-BM25_K1 = 1.2  # FTS5's bm25 constant (fts5_aux.c); b = 0.75 does not enter the bound
-IDF_FLOOR = 1e-6  # FTS5 clamps a non-positive IDF to this
-BOUND_MARGIN = 1e-6  # relative slack on each bound, far above the rounding of log() and the score
 MAX_TERMS = 8  # the seed expression has one AND pair per two terms: at most 28 pairs
 SEED_FRACTION = 0.025  # a term held by at most this share of the rows is scored whole, in the seed
 FULL_BELOW = 2000  # queries matching at most this many rows in all are cheap: no pruning
@@ -55,7 +54,30 @@ def score_sql(weights: str) -> str:
             " AND +rowid IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?2) ORDER BY score, rowid LIMIT ?3")
 
 
-def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
+class Pruning:
+    """The top-k strategy of a query over many rows: only the rows that can reach the top k are scored, by FTS5."""
+
+    name = "pruned"
+
+    def plan(self, request: Request) -> Plan | None:
+        """A plan for 2..MAX_TERMS terms without a filter over more than FULL_BELOW rows, some not rare: about half
+        FTS5's full cost (it scores the seed and the reaching rows)."""
+        query = request.scored
+        if request.allowed is not None or not 2 <= len(query.terms) <= MAX_TERMS:
+            return None
+        rows, found = frequencies(request.conn, query.terms, request.stats)
+        if not rows or any(found.get(t) is None for t in query.terms):
+            return None
+        held = sum(int(found[t] or 0) for t in query.terms)
+        return None if held <= FULL_BELOW else Plan(self, 0.5 * held, query is request.query)
+
+    def run(self, request: Request, plan: Plan) -> Answer | None:
+        found = exact_top_k(request.conn, request.scored, request.limit, BM25.sql_weights, request.stats)
+        return None if found is None else Answer(found, plan.exact)
+
+
+def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str,
+                stats: LexicalStats | None = None) -> list[tuple[int, float]] | None:
     """(rowid, bm25) of the exact top limit of query.expression, or None when pruning cannot help.
 
     None asks the caller to run the full query: one term, more than MAX_TERMS, an unknown
@@ -66,15 +88,16 @@ def exact_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str)
     if not 2 <= len(query.terms) <= MAX_TERMS:
         return None
     with db.read_snapshot(conn):
-        return pruned_top_k(conn, query, limit, weights)
+        return pruned_top_k(conn, query, limit, weights, stats)
 
 
-def pruned_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str) -> list[tuple[int, float]] | None:
+def pruned_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str,
+                 stats: LexicalStats | None = None) -> list[tuple[int, float]] | None:
     """exact_top_k inside the caller's read transaction (None: run the full query)."""
     if not 2 <= len(query.terms) <= MAX_TERMS:
         return None
     terms = query.terms
-    rows, found = frequencies(conn, terms)
+    rows, found = frequencies(conn, terms, stats)
     counts = {t: found.get(t) for t in terms}
     if not rows or any(n is None for n in counts.values()):
         return None
@@ -91,7 +114,7 @@ def pruned_top_k(conn: Connection, query: LexicalQuery, limit: int, weights: str
     if len(scored) < limit:
         return None
     floor = -float(scored[-1][1])
-    bounds = {t: bound(rows, held[t]) * query.repeat(t) for t in terms}  # a repeated term is that many phrases
+    bounds = {t: BM25.bound(rows, held[t]) * query.repeat(t) for t in terms}  # a repeated term is that many phrases
     reaching = [chosen for chosen in reaching_sets(terms, bounds, floor)
                 if len(chosen) < size and not set(chosen) & set(small)]  # the rest are all in the seed
     if reaching:
@@ -136,9 +159,3 @@ def reaching_sets(terms: tuple[str, ...], bounds: dict[str, float], floor: float
             if sum(bounds[t] for t in chosen) >= floor and not any(set(f) <= set(chosen) for f in found):
                 found.append(chosen)
     return found
-
-
-def bound(rows: int, held: int) -> float:
-    """More than any one phrase held by `held` of `rows` rows adds to a row's BM25 score (with margin)."""
-    idf = math.log((rows - held + 0.5) / (held + 0.5))
-    return (BM25_K1 + 1.0) * (idf if idf > 0 else IDF_FLOOR) * (1.0 + BOUND_MARGIN)

@@ -10,48 +10,37 @@ results are exactly those of the full query (a row with a rare term always outsc
 only common ones). Document frequencies come from a temp fts5vocab view of the porter table (one of
 pipeline/schema.py's READER_TEMP_DDL, on every Reader's connection) and are cached per connection
 until another connection commits; the common terms' counts, the costly ones, come from the impact
-lists' record while it is current (one statement for all of them).
+lists' record while it is current (one statement for all of them). The counts are kept in the
+LexicalStats (query/lexical/stats.py) the caller passes, per connection.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
-import weakref
-from dataclasses import dataclass, field, replace
 
 from pipeline import impacts, schema
 from pipeline.db import Connection, OperationalError
+from query.lexical.stats import LexicalStats
 from query.terms import LexicalQuery
 from query.words import STEMMER
 
 COMMON_FRACTION = 0.5
 
 
-@dataclass
-class _Cache:
-    version: int = -1
-    rows: int = 0
-    frequencies: dict[str, int] = field(default_factory=dict)
-    columns: bool = False  # the posting columns' row counts are current (columns_current)
+def frequencies(conn: Connection, terms: tuple[str, ...],
+                stats: LexicalStats | None = None) -> tuple[int, dict[str, int | None]]:
+    """(chunk count, each term's porter-stem document frequency or None when unknown); (0, {}) without a view.
 
-
-_lock = threading.Lock()
-_caches: weakref.WeakKeyDictionary[Connection, _Cache] = weakref.WeakKeyDictionary()
-
-
-def frequencies(conn: Connection, terms: tuple[str, ...]) -> tuple[int, dict[str, int | None]]:
-    """(chunk count, each term's porter-stem document frequency or None when unknown); (0, {}) without a view."""
+    Kept in stats per connection until another connection commits (without stats: for this call only)."""
+    kept = stats if stats is not None else LexicalStats()
     try:
         version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-        with _lock:
-            cache = _caches.get(conn)
-            if cache is None:
-                cache = _caches[conn] = _Cache()
+        with kept.lock:
+            cache = kept.frequency_cache(conn)
             if cache.version != version:
                 cache.version = version
-                stats = impacts.table_stats(conn)  # FTS5's own row count: one record, where count(*) reads every row
-                cache.rows = stats.rows if stats is not None else 0
+                table = impacts.table_stats(conn)  # FTS5's own row count: one record, where count(*) reads every row
+                cache.rows = table.rows if table is not None else 0
                 cache.frequencies.clear()
                 cache.frequencies.update(listed_counts(conn))
                 cache.columns = columns_current(conn)
@@ -107,33 +96,32 @@ def columns_current(conn: Connection) -> bool:
         return False
 
 
-def prime(conn: Connection) -> int:
-    """Fill conn's cache before the first query (a server's warm-up): the counts, and the lists' pages read; how many
-    counts it holds."""
-    frequencies(conn, ())
+def prime(conn: Connection, stats: LexicalStats) -> int:
+    """Fill stats for conn before the first query (a server's warm-up): the counts, and the lists' pages read; how
+    many counts it holds."""
+    frequencies(conn, (), stats)
     with contextlib.suppress(OperationalError):  # a store without the lists
         conn.execute(f"SELECT count(*), sum(chunk_id) FROM {impacts.IMPACTS}").fetchone()
-    cache = _caches.get(conn)
-    return len(cache.frequencies) if cache is not None else 0
+    return stats.known_frequencies(conn)
 
 
-def common_terms(conn: Connection, terms: tuple[str, ...]) -> set[str]:
+def common_terms(conn: Connection, terms: tuple[str, ...], stats: LexicalStats | None = None) -> set[str]:
     """The terms whose porter stem is in at least COMMON_FRACTION of the chunks."""
-    return _common(*frequencies(conn, terms))
+    return _common(*frequencies(conn, terms, stats))
 
 
 def _common(rows: int, found: dict[str, int | None]) -> set[str]:
     return {t for t, n in found.items() if rows and n is not None and n >= rows * COMMON_FRACTION}
 
 
-def without_common(conn: Connection, query: LexicalQuery, limit: int) -> LexicalQuery:
+def without_common(conn: Connection, query: LexicalQuery, limit: int,
+                   stats: LexicalStats | None = None) -> LexicalQuery:
     """query with its common terms left out, when a rarer term alone still fills limit results."""
     if len(query.terms) < 2:
         return query
-    rows, found = frequencies(conn, query.terms)
+    rows, found = frequencies(conn, query.terms, stats)
     common = _common(rows, found)
     kept = tuple(t for t in query.terms if t not in common)
     if not common or not kept or max((found.get(t) or 0) for t in kept) < limit:
         return query
-    repeats = tuple(query.repeat(t) for t in kept) if query.repeats else ()
-    return replace(query, terms=kept, repeats=repeats)
+    return query.keeping(kept)
