@@ -90,7 +90,9 @@ def test_explain_adds_ranks_and_scores_only_when_asked(workdir: Path, run_cli) -
     explained = search_json(run_cli, "token", "--explain")["results"]
     first = explained[0]
     assert {k: v for k, v in first.items() if k != "explain"} == plain
-    assert first["explain"] == {"ranking": "lexical", "lexical": {"rank": 1, "bm25": -first["score"]},
+    assert first["explain"] == {"ranking": "lexical",
+                                "lexical": {"rank": 1, "bm25": -first["score"],
+                                            "plan": {"strategy": "fts5", "exact": True}},  # which strategy answered
                                 "vector": None, "rrf": None, "demoted": False}
     assert [r["explain"]["lexical"]["rank"] for r in explained] == list(range(1, len(explained) + 1))
     code, out, _ = run_cli("search", "token", "--explain")
