@@ -93,10 +93,10 @@ def blank_stream(operators: int = 20_000) -> str:
 
 
 def rst_table(rows: int = 150_000) -> bytes:
-    """An rst simple table of rows rows (docutils builds a cell grid and nested-parses every cell)."""
-    border = "========  ========\n"
-    body = "".join(f"r{i:<7}  v{i}\n" for i in range(rows))
-    return ("Title\n=====\n\nrstbefore words\n\n" + border + "head      col\n" + border + body + border).encode()
+    """An rst simple table of rows one-letter rows (docutils builds a cell grid and nested-parses every
+    cell), then a paragraph with the word rstafterword."""
+    body = "".join(f"{chr(97 + i % 26)}  {chr(97 + i // 26 % 26)}\n" for i in range(rows))
+    return ("Title\n=====\n\nrstbefore words\n\n=  =\nh  c\n=  =\n" + body + "=  =\n\nrstafterword\n").encode()
 
 
 def rst_long_line(length: int = 20_000) -> bytes:
