@@ -1,6 +1,8 @@
 """Turn an HTML page into markdown-ish text the chunker understands, and find its title.
 
-Built on the standard library's tolerant html.parser. h1-h6 become ATX headings (so sections get
+Built on the standard library's tolerant html.parser, after a linear pass that writes markup it could
+not close as the text it would report (pipeline/html_unclosed.py: it rescans to the end at each one,
+so a page of `<a<a<a...` was quadratic). h1-h6 become ATX headings (so sections get
 breadcrumbs), paragraphs and other blocks are separated by blank lines, list items become `- ` or
 `1. ` lines indented by nesting, <pre> becomes a fenced block (longer than any fence inside it,
 its language taken from a `language-x` class), table rows become `a | b` lines and <br> a line
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+from pipeline.html_unclosed import defuse
 from pipeline.text import without_controls
 
 SKIPPED = frozenset({
@@ -60,7 +63,7 @@ def html_to_text(html: str, dropped: frozenset[str] = frozenset()) -> PageText:
     dropped: more elements dropped with all they hold (a local file drops its footer too).
     """
     converter = _Converter(dropped)
-    converter.feed(strip_controls(html))
+    converter.feed(defuse(strip_controls(html)))
     converter.close()
     return converter.result()
 

@@ -2,7 +2,7 @@
 
 One owner for the list of extensions: the walker, the watcher, URL ingestion and `index --dry-run`
 ask this module. Each format names the extractor (a module of this package, imported only when a
-file of that format is read, so read commands never load docutils, pypdf or python-docx) that turns
+file of that format is read, so read commands never load docutils, pypdf or expat) that turns
 a file's bytes into the structure the markdown path produces (pipeline/formats/outline.py).
 """
 
@@ -56,13 +56,14 @@ FORMATS: tuple[Format, ...] = (
            keeps="h1-h6 headings, text, lists, tables, pre; script/style/nav/footer dropped"),
     Format("mdx", (".mdx",), 512 * KIB, "mdx", keeps="markdown; import/export lines and JSX tags dropped"),
     Format("rst", (".rst", ".rest"), MIB, "rst", "docutils",
-           keeps="section titles, paragraphs, lists, tables, directive text; roles as text"),
+           keeps="section titles, paragraphs, lists, tables, directive text; roles as text",
+           version="2"),  # 2: a table over 2,000 lines is a literal block (rst_tables.py)
     Format("asciidoc", (".adoc", ".asciidoc"), MIB, "asciidoc", keeps="= headings, paragraphs, listings, tables"),
     Format("org", (".org",), MIB, "org", keeps="* headings, #+TITLE, paragraphs, src blocks"),
     Format("ipynb", (".ipynb",), 16 * MIB, "notebook",
            keeps="markdown cells, code cells fenced, short text outputs; no images"),
     Format("pdf", (".pdf",), 32 * MIB, "pdf", "pypdf", keeps="the text layer, one section per page"),
-    Format("docx", (".docx",), 16 * MIB, "word", "python-docx", keeps="Heading 1-6, paragraphs, tables as rows"),
+    Format("docx", (".docx",), 16 * MIB, "word", keeps="Heading 1-6, paragraphs, tables as rows"),
 )
 BY_NAME = {f.name: f for f in FORMATS}
 BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}

@@ -14,8 +14,8 @@ import re
 from pipeline.files import decode
 from pipeline.formats.outline import Extracted, Outline
 
-_HEADING = re.compile(r"^(={1,6})\s+(\S.*?)\s*=*\s*$")
-_ANCHOR = re.compile(r"^\[\[([^\],]+)(?:,[^\]]*)?\]\]\s*$|^\[#([\w:.-]+)[^\]]*\]\s*$")
+_HEADING = re.compile(r"^(={1,6})\s+(\S.*)$")  # its trailing `=` and spaces are cut by _heading_text
+_ANCHOR = re.compile(r"^\[\[([^\],]+)(?:,[^\]]*)?\]\]\s*$|^\[#([\w:.-]++)[^\]]*\]\s*$")
 _ATTRIBUTE_ENTRY = re.compile(r"^:!?[\w-]+!?:")
 _BLOCK_ATTRIBUTES = re.compile(r"^\[[^\]]*\]\s*$")
 _SOURCE = re.compile(r"^\[(?:source)?,\s*([\w+#.-]+)")
@@ -42,8 +42,9 @@ def extract(data: bytes) -> Extracted:
         if heading:
             _flush(para, out)
             level = len(heading.group(1))
-            title = title or (heading.group(2) if level == 1 else None)
-            out.heading(level, heading.group(2), anchor)
+            text = _heading_text(heading.group(2))
+            title = title or (text if level == 1 else None)
+            out.heading(level, text, anchor)
             anchor = ""
         elif (found := _ANCHOR.match(stripped)) is not None:
             _flush(para, out)
@@ -70,6 +71,13 @@ def extract(data: bytes) -> Extracted:
             para.append(line)
     _flush(para, out)
     return out.result(title)
+
+
+def _heading_text(rest: str) -> str:
+    """A heading's text without its closing `=` run and spaces (`== Install ==` is Install), one
+    character at least: what `(\\S.*?)\\s*=*\\s*$` matched, without its cubic backtracking."""
+    text = rest.rstrip().rstrip("=").rstrip()
+    return text or rest[:1]
 
 
 def _only_breaks(line: str, stripped: str) -> bool:

@@ -18,6 +18,7 @@ from pipeline.front_matter import split as split_front_matter
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # an opening fence, as pipeline/chunker.py reads them
 _STATEMENT = re.compile(r"^(?:import|export)\b")
 _TAG_START = re.compile(r"<(?:/?[A-Za-z][\w.:-]*|/?>)")
+_BACKTICKS = re.compile("`+")
 _CLOSE_QUOTE = {'"': '"', "'": "'", "`": "`"}
 
 
@@ -66,14 +67,21 @@ def _skip_braces(text: str, start: int) -> int:
 
 
 def strip_jsx(text: str) -> str:
-    """Prose with JSX tags and expressions removed, code spans kept as written."""
+    """Prose with JSX tags and expressions removed, code spans kept as written.
+
+    A run of backticks is measured where it stands and its closing run looked for once per length: a
+    length with no closing run after one place has none after any later place either.
+    """
     out: list[str] = []
+    unclosed: set[int] = set()
     i = 0
     while i < len(text):
         char = text[i]
         if char == "`":
-            run = len(text[i:]) - len(text[i:].lstrip("`"))
-            close = text.find("`" * run, i + run)
+            run = _BACKTICKS.match(text, i).end() - i  # type: ignore[union-attr]  # text[i] is a backtick
+            close = -1 if run in unclosed else text.find("`" * run, i + run)
+            if close < 0:
+                unclosed.add(run)
             end = close + run if close >= 0 else i + run
             out.append(text[i:end])
             i = end

@@ -12,8 +12,8 @@ import re
 from pipeline.files import decode
 from pipeline.formats.outline import Extracted, Outline
 
-_HEADING = re.compile(r"^(\*+)\s+(?:(?:TODO|DONE|NEXT|WAITING|CANCELLED)\s+)?(?:\[#[A-Z0-9]\]\s+)?(.*?)"
-                      r"(?:\s+:[\w@#%:]+:)?\s*$")
+_HEADING = re.compile(r"^(\*+)\s+(?:(?:TODO|DONE|NEXT|WAITING|CANCELLED)\s+)?(?:\[#[A-Z0-9]\]\s+)?(.*)$")
+_TAGS = re.compile(r":[\w@#%:]+:")
 _KEYWORD = re.compile(r"^\s*#\+(\w+):\s*(.*)$", re.IGNORECASE)
 _BEGIN = re.compile(r"^\s*#\+begin_(\w+)\s*(\S*)", re.IGNORECASE)
 _DRAWER = re.compile(r"^\s*:[\w-]+:\s*$")
@@ -29,6 +29,7 @@ def extract(data: bytes) -> Extracted:
     def flush() -> None:
         _flush(para, out)
 
+    drawers = _Drawers(lines)
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -36,9 +37,10 @@ def extract(data: bytes) -> Extracted:
         heading = _HEADING.match(line)
         begin = _BEGIN.match(line)
         keyword = _KEYWORD.match(line)
-        if heading and heading.group(2):
+        text = _heading_text(heading.group(2)) if heading else ""
+        if text:
             flush()
-            out.heading(len(heading.group(1)), heading.group(2))
+            out.heading(len(heading.group(1)), text)  # type: ignore[union-attr]  # text: a heading matched
         elif begin:
             flush()
             i = _block(lines, i, begin, out)
@@ -48,7 +50,7 @@ def extract(data: bytes) -> Extracted:
                 title = keyword.group(2)
         elif _DRAWER.match(line):
             flush()
-            i = _drawer_end(lines, i, line)
+            i = drawers.after(i, line)
         elif line.lstrip().startswith("# ") or line.strip() == "#" or not line.strip():
             flush()
         else:
@@ -69,12 +71,38 @@ def _block(lines: list[str], i: int, begin: re.Match[str], out: Outline) -> int:
     return end + 1
 
 
-def _drawer_end(lines: list[str], i: int, line: str) -> int:
-    """The index of the line after the drawer that line (just above line i) opens; i for an :END: line."""
-    if line.strip().lower() == ":end:":
-        return i
-    end = next((j for j in range(i, len(lines)) if lines[j].strip().lower() == ":end:"), i - 1)
-    return end + 1
+def _heading_text(rest: str) -> str:
+    """A heading's text without its trailing `:tags:` and spaces: the shortest text the old pattern's
+    lazy `(.*?)(?:\\s+:tags:)?\\s*$` took, without backtracking over every split (quadratic)."""
+    text = rest.rstrip()
+    parts = text.rsplit(None, 1)
+    if len(parts) == 2 and _TAGS.fullmatch(parts[1]):
+        return parts[0]
+    return text
+
+
+class _Drawers:
+    """Where each drawer ends: the next `:END:` line of each line, found in one pass from the end."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+        self._next_end: list[int] | None = None
+
+    def after(self, i: int, line: str) -> int:
+        """The index of the line after the drawer that line (just above line i) opens; i for an :END:
+        line or a drawer never closed (its line alone is dropped)."""
+        if line.strip().lower() == ":end:":
+            return i
+        if self._next_end is None:
+            self._next_end = [0] * (len(self._lines) + 1)
+            following = len(self._lines)
+            for j in range(len(self._lines) - 1, -1, -1):
+                if self._lines[j].strip().lower() == ":end:":
+                    following = j
+                self._next_end[j] = following
+            self._next_end[len(self._lines)] = following
+        end = self._next_end[i] if i < len(self._lines) else len(self._lines)
+        return i if end == len(self._lines) else end + 1
 
 
 def _flush(para: list[str], out: Outline) -> None:

@@ -6,7 +6,10 @@ text of admonitions and other directives. Roles are rendered as their text; the 
 roles and directives (which plain docutils does not know) are registered as text, so a Sphinx
 tree does not read as a wall of errors. A malformed file indexes what docutils recovers, and the
 warnings it reported are counted in the run summary; no input makes it crash (an error docutils
-raises is a skip with its reason). Includes, raw blocks and file insertion are off.
+raises is a skip with its reason). Includes, raw blocks and file insertion are off. A line may be as
+long as the file (docutils' own limit of 10,000 characters turned the whole file into one error
+node), and a table too long for docutils' table parser is read as a literal block
+(pipeline/formats/rst_tables.py).
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ from docutils.parsers.rst import Directive, directives, roles
 from config.errors import FileSkipped
 from pipeline.files import decode
 from pipeline.formats.outline import Extracted, Outline, one_line
+from pipeline.formats.rst_tables import bound_tables
 
 MAX_INDENT = 240  # a line indented deeper is nesting no document needs (and docutils recurses on it)
 MAX_DEPTH = 60  # doctree levels walked; deeper content is kept as flat text
+LINE_LENGTH_LIMIT = 1024 * 1024  # the rst file limit: docutils' default (10,000) made one long line an error
+# node in place of the whole document
 _WARNING = re.compile(r"\((?:WARNING|ERROR|SEVERE)/[234]\)")
 _ROLE = re.compile(r":[\w.+-]+(?::[\w.+-]+)*:`([^`]*)`")
 _TARGET = re.compile(r"^(.*?)\s*<[^<>]*>$", re.DOTALL)
@@ -121,6 +127,7 @@ _SETTINGS = {
     "report_level": 2, "halt_level": 5, "file_insertion_enabled": False, "raw_enabled": False,
     "doctitle_xform": False, "sectsubtitle_xform": False, "docinfo_xform": False, "syntax_highlight": "none",
     "input_encoding": "unicode", "_disable_config": True, "exit_status_level": 5, "traceback": True,
+    "line_length_limit": LINE_LENGTH_LIMIT,
 }
 _DROPPED = (nodes.system_message, nodes.comment, nodes.substitution_definition, nodes.target, nodes.raw,
             nodes.image, nodes.pending, nodes.meta)
@@ -205,7 +212,7 @@ def extract(data: bytes) -> Extracted:
         raise FileSkipped(f"nested too deeply (a line indented over {MAX_INDENT} columns)")
     stream = io.StringIO()
     try:
-        tree = publish_doctree(text, settings_overrides={**_SETTINGS, "warning_stream": stream})
+        tree = publish_doctree(bound_tables(text), settings_overrides={**_SETTINGS, "warning_stream": stream})
         walker = _Walker()
         for child in tree.children:
             walker.walk(child, 1, 1)

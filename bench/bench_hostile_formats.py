@@ -1,0 +1,90 @@
+"""Wall time and peak RSS of each format reader on the hostile files of issue 33, one child process a case.
+
+Each case builds its file (tests/faults/hostile_files.py, at the issue's size unless --scale shrinks
+it), then times `BY_NAME[format].extract(data)` alone in a fresh interpreter; a case still running at
+--limit seconds is killed and reported as such. Usage:
+
+    .venv/bin/python -m bench.bench_hostile_formats [--limit 120] [--only NAME ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+CASES: dict[str, tuple[str, str]] = {  # name -> (format, builder call in tests.faults.hostile_files)
+    "adoc heading, 4,000 spaces": ("asciidoc", "adoc_heading(4000)"),
+    "html <a<a<a, 400 KB": ("html", "html_open_tags(200_000)"),
+    "org drawers, 250,000 :a: lines": ("org", "org_drawers(250_000)"),
+    "org heading, 64,000 spaces": ("org", "org_heading(64_000)"),
+    "mdx 174,000 code spans": ("mdx", "mdx_code_spans(174_000)"),
+    "docx 10 M empty paragraphs": ("docx", "docx_paragraphs(10_000_000)"),
+    "docx table of 3.3 M empty cells": ("docx", "docx_paragraphs(0, cells=3_300_000)"),
+    "pdf 100,000 pages": ("pdf", "pdf_pages(100_000)"),
+    "pdf 5,000 pages, one blank stream": ("pdf", "pdf_pages(5000, blank_stream(200_000), 'pdflast')"),
+    "rst simple table, 150,000 rows": ("rst", "rst_table(150_000)"),
+    "rst line of 20,000 characters": ("rst", "rst_long_line(20_000)"),
+}
+
+_CHILD = """
+import sys, time
+from config.errors import FileSkipped
+from pipeline.formats import BY_NAME
+from tests.faults import hostile_files as h
+data = eval(sys.argv[2], vars(h))
+start = time.perf_counter()
+try:
+    out = BY_NAME[sys.argv[1]].extract(data)
+    outcome = f"{len(out.text)} chars of text"
+except FileSkipped as exc:
+    outcome = f"skipped: {exc}"
+print(f"{len(data)}\\t{time.perf_counter() - start:.3f}\\t{outcome}")
+"""
+
+
+def run_case(fmt: str, call: str, limit: float) -> dict[str, Any]:
+    """One case in a child: file bytes, extraction wall seconds, the child's peak RSS (MiB, /usr/bin/time -v,
+    building the file included) and the outcome."""
+    command = ["/usr/bin/time", "-v", sys.executable, "-c", _CHILD, fmt, call]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        return {"wall": None, "rss_mib": None, "outcome": f"killed at {limit:.0f} s", "bytes": None}
+    rss = next((int(line.split(":")[1]) for line in err.splitlines() if "Maximum resident" in line), 0)
+    if child.returncode != 0 or not out.strip():
+        return {"wall": None, "rss_mib": None, "outcome": f"error: {err[-300:]}", "bytes": None}
+    size, wall, outcome = out.strip().split("\t", 2)
+    return {"bytes": int(size), "wall": float(wall), "rss_mib": round(rss / 1024), "outcome": outcome}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--limit", type=float, default=120.0)
+    parser.add_argument("--only", nargs="*", default=None, help="substrings of the case names to run")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    for name, (fmt, call) in CASES.items():
+        if args.only and not any(part in name for part in args.only):
+            continue
+        row = {"case": name, **run_case(fmt, call, args.limit)}
+        rows.append(row)
+        if not args.json:
+            wall = "-" if row["wall"] is None else f"{row['wall']:.2f} s"
+            rss = "-" if row["rss_mib"] is None else f"{row['rss_mib']} MiB"
+            print(f"{name:38} {row['bytes'] or '-':>10} B  {wall:>10}  {rss:>9}  {row['outcome'][:90]}", flush=True)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
