@@ -1,7 +1,7 @@
 """Issue 33's crafted files, each indexed beside ordinary ones by a baseline commit and by this tree.
 
-For each case of bench/lib/hostile.py: a tree of 20 generated markdown files and the crafted file,
-`knowledge index TREE --json` run as a user runs it (in-process default, a fresh store), capped at
+For each case (the files of tests/faults/hostile_files.py at the issue's sizes): a tree of 20
+generated markdown files and the crafted file, `knowledge index TREE --json` run as a user runs it (in-process default, a fresh store), capped at
 --cap seconds of wall time (a run past it is killed: "stalled"). Reports per case and tree the wall
 seconds, the peak RSS of the run's processes (MiB), the exit, how many documents landed and what
 became of the crafted file. Usage:
@@ -18,13 +18,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.lib.checkout import baseline_tree, tree_python
 from bench.lib.corpus import generate
-from bench.lib.hostile import CASES
 from bench.lib.paths import OUT, ROOT
+from tests.faults import hostile_files as hostile
 
 # One run, measured from a process of its own so its peak RSS is the run's (its waited-for descendants').
 MEASURE = """
@@ -66,6 +67,22 @@ def outcome(result: dict[str, Any], name: str) -> dict[str, Any]:
     failed = {Path(f["path"]).name: f["reason"] for f in summary.get("failures", [])}
     crafted = skipped.get(name) or failed.get(name) or "indexed"
     return {**row, "landed": summary.get("added"), "crafted": crafted}
+
+
+# name -> (file name, its bytes)
+CASES: dict[str, tuple[str, Callable[[], bytes]]] = {
+    "pdf-5000-pages-one-blank-stream": ("shared.pdf", lambda: hostile.pdf_pages(5000, hostile.blank_stream(200_000))),
+    "docx-10M-empty-paragraphs": ("paragraphs.docx", lambda: hostile.docx_paragraphs(10_000_000)),
+    "docx-3.3M-empty-cells": ("cells.docx", lambda: hostile.docx_paragraphs(0, cells=3_300_000)),
+    "adoc-heading-4000-spaces": ("heading.adoc", lambda: hostile.adoc_heading(4000)),
+    "html-unclosed-tags": ("tags.html", lambda: hostile.html_open_tags(200_000)),
+    "org-unclosed-drawers": ("drawers.org", lambda: hostile.org_drawers(250_000)),
+    "org-heading-64000-spaces": ("heading.org", lambda: hostile.org_heading(64_000)),
+    "mdx-174k-code-spans": ("spans.mdx", lambda: hostile.mdx_code_spans(174_000)),
+    "rst-150k-row-table": ("table.rst", lambda: hostile.rst_table(150_000)),
+    "rst-20000-character-line": ("line.rst", lambda: hostile.rst_long_line(20_000)),
+    "pdf-100k-pages": ("pages.pdf", lambda: hostile.pdf_pages(100_000)),
+}
 
 
 def main() -> None:
