@@ -1,10 +1,10 @@
 """Issue 33's crafted files, each indexed beside ordinary ones by a baseline commit and by this tree.
 
 For each case (the files of tests/faults/hostile_files.py at the issue's sizes): a tree of 20
-generated markdown files and the crafted file, `knowledge index TREE --json` run as a user runs it (in-process default, a fresh store), capped at
---cap seconds of wall time (a run past it is killed: "stalled"). Reports per case and tree the wall
-seconds, the peak RSS of the run's processes (MiB), the exit, how many documents landed and what
-became of the crafted file. Usage:
+generated markdown files and the crafted file, `knowledge index TREE --json` run as a user runs it
+(in-process default, a fresh store), capped at --cap seconds of wall time (a run past it is killed:
+"stalled"). Reports per case and tree the wall seconds, the peak RSS of the run's processes (MiB),
+the exit, how many documents landed and what became of the crafted file. Usage:
 
     .venv/bin/python -m bench.bench_stalls --baseline 833466d [--cap 120] [--cases adoc-heading-4000-spaces,...]
 """
