@@ -88,5 +88,6 @@ def start_pull(settings: Settings, url: str, replica: SnapshotIndex, token: str 
         raise
     if problem:
         puller.say(problem)
+    replica.pull_status = puller.record.to_json  # /healthz says how pulling goes
     puller.start(settings.publish.poll_interval, lambda _generation: replica.poll())
     return puller
