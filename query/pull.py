@@ -236,7 +236,7 @@ class Puller:
                 if watchdog.expired():
                     have = part.stat().st_size if part.exists() else 0
                     raise PullError(f"gave up on generation {manifest.generation} from {self.base}: the download "
-                                    f"took longer than {seconds:.0f} s ({have} of {manifest.bytes} bytes; "
+                                    f"took longer than {round(seconds, 1):g} s ({have} of {manifest.bytes} bytes; "
                                     f"{self.floor_s:g} s and {self.min_rate:g} bytes a second allowed); the "
                                     "next poll goes on where the file ends")
                 if attempt < self.attempts:

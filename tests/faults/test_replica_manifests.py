@@ -86,7 +86,7 @@ def test_escape_sequences_in_a_manifest_of_the_right_types_never_reach_the_termi
 
 
 def test_a_primary_sending_a_bad_manifest_is_refused_once_and_nothing_is_installed(
-        primary: Primary, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+        primary: Primary, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     primary.publish("alpha")
     other = tmp_path / "replica"
     with cutting_proxy(primary.port, Faults(manifest={"created": None, "documents": ESCAPES})) as url:
