@@ -29,6 +29,15 @@ from pipeline import db, schema
 DB_NAME = "knowledge.db"
 TEMP_PREFIX = ".tmp-"
 MANIFEST_FORMAT = 1
+# The routes a `knowledge serve` offers a directory of generations on (query/serve/snapshots_route.py) and
+# a replica pulls them from (pipeline/pull.py): the newest manifest, and a generation's file.
+LATEST_ROUTE = "/v1/snapshots/latest"
+FILE_ROUTE = "/v1/snapshots/{generation:int}/" + DB_NAME
+
+
+def file_route(generation: int) -> str:
+    """The route of a generation's file."""
+    return f"/v1/snapshots/{generation}/{DB_NAME}"
 
 
 class SnapshotRefused(StoreError):
@@ -56,7 +65,7 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: object) -> Manifest:
-        """A Manifest from parsed JSON with every field type-checked; SnapshotRefused naming the first bad one.
+        """A Manifest from parsed JSON with every field type-checked; SnapshotRefused naming each bad one.
 
         A manifest comes from another host (a primary, a shared directory): nothing in it is used
         before it is checked here, so a bad field refuses the generation instead of failing later
@@ -68,9 +77,10 @@ class Manifest:
         missing = [f.name for f in fields(cls) if f.name not in data and f.name != "manifest_format"]
         if missing:
             raise SnapshotRefused(f"the manifest lacks {', '.join(missing)}")
-        for key, check, wanted in _FIELD_CHECKS:
-            if key in data and not check(data[key]):
-                raise SnapshotRefused(f"the manifest's {key} is {_shown(data[key])}, not {wanted}")
+        bad = [f"{key} is {_shown(data[key])}, not {wanted}" for key, check, wanted in _FIELD_CHECKS
+               if key in data and not check(data[key])]
+        if bad:
+            raise SnapshotRefused(f"the manifest's {'; '.join(bad)}")
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from pipeline import publish as pub
-from query.pull import PULL_PREFIX, Puller
+from pipeline.pull import PULL_PREFIX, Puller
 from query.replica import SnapshotIndex
 from query.serve.http_api import build_app
 from tests.cutting_proxy import Faults, cutting_proxy

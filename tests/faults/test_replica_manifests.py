@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from pipeline import publish as pub
-from query.pull import Puller, PullRefused
+from pipeline.pull import Puller
+from pipeline.pull_errors import PullRefused
 from query.replica import SnapshotIndex
 from query.serve.http_api import build_app
 from tests.cutting_proxy import Faults, cutting_proxy
@@ -64,7 +65,7 @@ def test_a_shared_directorys_manifest_with_a_bad_field_is_refused_and_healthz_st
     finally:
         index.close()
     err = capsys.readouterr().err
-    refusal = [line for line in err.splitlines() if "refused generation 2" in line]
+    refusal = [line for line in err.splitlines() if line.startswith("knowledge: warning: refused generation 2")]
     assert len(refusal) == 1 and reason in refusal[0], err
     assert "\x1b" not in err and "\x07" not in err and "\u202e" not in err
 

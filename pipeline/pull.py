@@ -25,17 +25,25 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from config.errors import ConfigError, KnowledgeError
+from config.errors import ConfigError
 from config.instruments import OUTCOME, STAGE, instruments
 from pipeline import publish as snapshots
 from pipeline import schema
+from pipeline.publish import LATEST_ROUTE, file_route
+from pipeline.pull_errors import (
+    PullError,
+    PullRefused,
+    checked_url,
+    file_problem,
+    http_problem,
+    json_or_none,
+    manifest_from,
+)
+from pipeline.text import name
 from pipeline.watchdog import Watchdog
-from query.serve.snapshots_route import LATEST_ROUTE, file_path
-from query.terminal import name
 
 log = logging.getLogger("knowledge.pull")
 
@@ -45,43 +53,8 @@ FLOOR_S = 60.0  # the least a poll's exchange with the primary may take: asking 
 MIN_RATE = 256 * 1024  # bytes a second a download must average, past the floor, to finish in one poll
 RETRY_PAUSE_S = 0.5
 PULL_PREFIX = f"{snapshots.TEMP_PREFIX}pull-"
-TOKEN_SETTING = "knowledge.expose.mcp.token_env"
-FILE_ROUTE_SHOWN = file_path(0).replace("/0/", "/<N>/")
 PER_OPERATION = httpx.Timeout(TIMEOUT_S, connect=5.0)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-
-
-class PullError(KnowledgeError):
-    """The primary could not be asked, or answered something a replica cannot use."""
-
-
-class PullRefused(PullError):
-    """A generation that failed verification (or cannot be read by this knowledge); not tried again."""
-
-    def __init__(self, message: str, generation: int) -> None:
-        super().__init__(message)
-        self.generation = generation
-
-
-def checked_url(url: str) -> str:
-    """The primary's base URL without a trailing slash; ConfigError naming --pull-from when it is unusable."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        raise ConfigError(f"--pull-from {url!r} is not an http(s) URL of a `knowledge serve`; give the primary's "
-                          "address, e.g. http://primary:8080")
-    return url.strip().rstrip("/")
-
-
-def manifest_from(data: object) -> snapshots.Manifest:
-    """A Manifest from the JSON the primary sent, every field type-checked; PullRefused (of that generation,
-    when its number is sound) or PullError naming what is wrong."""
-    try:
-        return snapshots.Manifest.from_json(data)
-    except snapshots.SnapshotRefused as exc:
-        number = data.get("generation") if isinstance(data, dict) else None
-        if isinstance(number, int) and not isinstance(number, bool) and number > 0:
-            raise PullRefused(f"generation {number} from the primary is refused: {exc}", number) from exc
-        raise PullError(f"the primary's manifest is malformed: {exc}") from exc
 
 
 @dataclass
@@ -142,11 +115,11 @@ class Puller:
                                     "generation is the latest; asking again next poll") from exc
                 raise PullError(f"cannot reach the primary at {self.base} ({_reason(exc)}); start its `knowledge "
                                 "serve` or fix --pull-from") from exc
-        data = _json_or_none(reply)
+        data = json_or_none(reply)
         if reply.status_code == 404 and isinstance(data, dict) and data.get("status") == "not_found":
             return None
         if reply.status_code != 200 or not isinstance(data, dict):
-            raise PullError(self._http_problem(reply, LATEST_ROUTE))
+            raise PullError(http_problem(reply, LATEST_ROUTE, self.base, self.token_env))
         return manifest_from(data.get("manifest"))
 
     def pull(self) -> int | None:
@@ -213,7 +186,7 @@ class Puller:
     def _download(self, manifest: snapshots.Manifest, part: Path) -> None:
         """Stream the file into part, resuming from its length after a dropped connection (bounded attempts),
         all within a deadline of the floor plus the bytes still missing at the least rate."""
-        url = self.base + file_path(manifest.generation)
+        url = self.base + file_route(manifest.generation)
         missing = manifest.bytes - (part.stat().st_size if part.exists() else 0)
         seconds = self.floor_s + max(missing, 0) / self.min_rate
         problem = ""
@@ -257,7 +230,7 @@ class Puller:
                 reply.read()
                 if reply.status_code == 206:
                     part.unlink()  # a range from elsewhere: the next attempt starts the file again
-                raise PullError(self._file_problem(reply, url))
+                raise PullError(file_problem(reply, url, self.base, self.token_env))
             with open(part, "r+b" if have else "wb") as out:
                 out.seek(have)
                 out.truncate()
@@ -285,34 +258,6 @@ class Puller:
         snapshots.write_manifest(self.directory, manifest)
         for leftover in self.directory.glob(f"{PULL_PREFIX}g*"):
             shutil.rmtree(leftover, ignore_errors=True)
-
-    def _file_problem(self, reply: httpx.Response, url: str) -> str:
-        data = _json_or_none(reply)
-        if reply.status_code == 404 and isinstance(data, dict) and data.get("status") == "not_found":
-            return (f"{url} is no longer on the primary (pruned by newer publishes while it downloaded); the next "
-                    "poll takes the newest")
-        if reply.status_code == 206:
-            return f"{url} answered a range that does not start where the partial file ended; starting it again"
-        return self._http_problem(reply, FILE_ROUTE_SHOWN)
-
-    def _http_problem(self, reply: httpx.Response, route: str) -> str:
-        code = reply.status_code
-        where = f"the primary at {self.base}"
-        if code == 401:
-            if self.token_env:
-                return (f"{where} refused the token in ${self.token_env} (401); set it to the primary's token "
-                        f"({TOKEN_SETTING})")
-            return f"{where} requires a bearer token (401); name the variable holding it in {TOKEN_SETTING}"
-        if code == 421:
-            host = urlsplit(self.base).hostname
-            return (f"{where} refused the Host header {host!r} (421); add it to the primary's "
-                    "knowledge.expose.mcp.allowed_hosts")
-        if code == 403:
-            return f"{where} refused the request (403): {_note(reply)}"
-        if code == 404:
-            return (f"{where} has no {route} (404): is it a `knowledge serve` of this version or newer? fix "
-                    "--pull-from")
-        return f"{where} answered {code} to {route}: {_note(reply)}"
 
     def say(self, problem: str) -> None:
         """Print a warning line once per kind of problem (a primary down for an hour is one line, not 1800): two
@@ -391,17 +336,3 @@ def _reason(exc: httpx.TransportError) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out after {TIMEOUT_S:.0f} s"
     return text[:200]
-
-
-def _json_or_none(reply: httpx.Response) -> Any:
-    try:
-        return reply.json()
-    except ValueError:
-        return None
-
-
-def _note(reply: httpx.Response) -> str:
-    data = _json_or_none(reply)
-    if isinstance(data, dict) and isinstance(data.get("note"), str):
-        return str(data["note"])[:300]
-    return reply.reason_phrase or "no explanation"
