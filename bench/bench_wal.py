@@ -88,8 +88,9 @@ def measure(tree: Path, corpus: Path, out: Path, searchers: int, hold: float) ->
         thread.join(timeout=60)
     pin.close()
     index.close()
-    return {"code": tree.name, "exit": run.returncode, "reindex_s": round(seconds, 1), "wal_peak_mb": round(peak / 1e6, 1),
-            "wal_after_mb": round(after / 1e6, 1), "store_mb": round(_size(settings.db_path) / 1e6, 1),
+    return {"code": tree.name, "exit": run.returncode, "reindex_s": round(seconds, 1),
+            "wal_peak_mb": round(peak / 1e6, 1), "wal_after_mb": round(after / 1e6, 1),
+            "store_mb": round(_size(settings.db_path) / 1e6, 1),
             "searches": sum(answered)}
 
 
