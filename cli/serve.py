@@ -11,7 +11,7 @@ from config.loader import read_secret
 from config.settings import Settings
 
 if TYPE_CHECKING:
-    from query.pull import Puller
+    from pipeline.pull import Puller
     from query.replica import SnapshotIndex
 
 
@@ -78,7 +78,7 @@ def serve_command(obj: Context, host: str | None, port: int | None, snapshots: s
 def start_pull(settings: Settings, url: str, replica: SnapshotIndex, token: str | None) -> Puller:
     """A Puller fetching from url into the replica's directory, checked once (a token or Host the primary refuses
     stops the serve here), then pulling every poll interval."""
-    from query.pull import Puller, startup_check
+    from pipeline.pull import Puller, startup_check
 
     puller = Puller(url, replica.directory, settings.publish.keep, token, token_env=settings.expose.mcp.token_env)
     try:
@@ -88,5 +88,6 @@ def start_pull(settings: Settings, url: str, replica: SnapshotIndex, token: str 
         raise
     if problem:
         puller.say(problem)
+    replica.pull_status = puller.record.to_json  # /healthz says how pulling goes
     puller.start(settings.publish.poll_interval, lambda _generation: replica.poll())
     return puller

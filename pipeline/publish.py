@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,15 @@ from pipeline import db, schema
 DB_NAME = "knowledge.db"
 TEMP_PREFIX = ".tmp-"
 MANIFEST_FORMAT = 1
+# The routes a `knowledge serve` offers a directory of generations on (query/serve/snapshots_route.py) and
+# a replica pulls them from (pipeline/pull.py): the newest manifest, and a generation's file.
+LATEST_ROUTE = "/v1/snapshots/latest"
+FILE_ROUTE = "/v1/snapshots/{generation:int}/" + DB_NAME
+
+
+def file_route(generation: int) -> str:
+    """The route of a generation's file."""
+    return f"/v1/snapshots/{generation}/{DB_NAME}"
 
 
 class SnapshotRefused(StoreError):
@@ -51,6 +62,68 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         """The manifest as written."""
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> Manifest:
+        """A Manifest from parsed JSON with every field type-checked; SnapshotRefused naming each bad one.
+
+        A manifest comes from another host (a primary, a shared directory): nothing in it is used
+        before it is checked here, so a bad field refuses the generation instead of failing later
+        (a `created: null` once made every /healthz a 500). Fields this version does not know are
+        ignored (a newer primary may add some).
+        """
+        if not isinstance(data, dict):
+            raise SnapshotRefused(f"the manifest is a JSON {type(data).__name__}, not an object")
+        missing = [f.name for f in fields(cls) if f.name not in data and f.name != "manifest_format"]
+        if missing:
+            raise SnapshotRefused(f"the manifest lacks {', '.join(missing)}")
+        bad = [f"{key} is {_shown(data[key])}, not {wanted}" for key, check, wanted in _FIELD_CHECKS
+               if key in data and not check(data[key])]
+        if bad:
+            raise SnapshotRefused(f"the manifest's {'; '.join(bad)}")
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _positive(value: object) -> bool:
+    return _count(value) and value != 0
+
+
+def _identity(value: object) -> bool:
+    return value is None or (isinstance(value, dict) and bool(value)
+                             and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()))
+
+
+def _sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _time(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+# (field, check, what it must be): every field of Manifest.
+_FIELD_CHECKS: tuple[tuple[str, Callable[[object], bool], str], ...] = (
+    ("generation", _positive, "a whole number above 0"),
+    ("format_version", _count, "a whole number"),
+    ("vector_identity", _identity, "null or an object of strings"),
+    ("documents", _count, "a whole number"),
+    ("chunks", _count, "a whole number"),
+    ("bytes", _positive, "a whole number above 0"),
+    ("sha256", _sha256, "64 lowercase hex digits"),
+    ("created", _time, "a Unix time"),
+    ("source", lambda value: isinstance(value, str), "a string"),
+    ("manifest_format", _positive, "a whole number above 0"),
+)
+
+
+def _shown(value: object) -> str:
+    """A bad value as a refusal shows it: its JSON, cut short (the caller escapes it before printing)."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True)
@@ -225,9 +298,12 @@ def read_manifest(directory: Path, generation: int) -> Manifest:
     path = manifest_path(directory, generation)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        manifest = Manifest(**data)
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise SnapshotRefused(f"generation {generation}: unreadable manifest {path}: {exc}") from exc
+    try:
+        manifest = Manifest.from_json(data)
+    except SnapshotRefused as exc:
+        raise SnapshotRefused(f"generation {generation}: {exc} ({path})") from exc
     if manifest.generation != generation:
         raise SnapshotRefused(f"generation {generation}: its manifest names generation {manifest.generation}")
     return manifest

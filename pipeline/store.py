@@ -42,6 +42,7 @@ class Store:
     def __init__(self, db_path: Path, base: PathBase | None = None, checkpoints: bool = True) -> None:
         self.db_path = db_path
         self.conn = db.open_writer(db_path)
+        self.checkpoints = checkpoints
         if not checkpoints:  # Litestream checkpoints the WAL itself, after it has copied the frames (docs/replicas.md)
             self.conn.execute("PRAGMA wal_autocheckpoint = 0")
         if not schema.table_names(self.conn):
@@ -54,6 +55,11 @@ class Store:
         # document's old chunks are deleted, and write(conn, doc_id, doc, stored), called after its new
         # chunks are inserted; both run inside the document's transaction (see pipeline.vectors).
         self.vector_hook: VectorWriter | None = None
+
+    def checkpoint(self) -> bool:
+        """At the end of a run: the WAL copied into the file and truncated, even while readers stay open (a
+        brief wait for those mid-read); whether it was. Left to Litestream when it checkpoints (False)."""
+        return self.checkpoints and db.checkpoint(self.conn)
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""

@@ -17,12 +17,9 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
-import socket
-import threading
 import time
 from collections.abc import Iterable
-from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from urllib.parse import urljoin, urlsplit
@@ -40,6 +37,7 @@ from pipeline.html_text import html_to_text, strip_controls
 from pipeline.languages import document_hint
 from pipeline.models import Document, FileJob
 from pipeline.walker import MAX_FILE_BYTES
+from pipeline.watchdog import Watchdog
 
 SOURCE = "web"
 MAX_BODY_BYTES = MAX_FILE_BYTES
@@ -132,7 +130,7 @@ def new_client() -> httpx.Client:
 def fetch(client: httpx.Client, url: str, if_modified_since_ns: int = 0,
           total_seconds: float = TOTAL_SECONDS) -> Response | None:
     """GET url, following up to MAX_REDIRECTS http(s) redirects, all within total_seconds; None on 304."""
-    watchdog = _Watchdog(total_seconds)
+    watchdog = Watchdog(total_seconds, TIMEOUT)
     with watchdog:
         try:
             return _fetch(client, url, if_modified_since_ns, watchdog)
@@ -142,56 +140,7 @@ def fetch(client: httpx.Client, url: str, if_modified_since_ns: int = 0,
             raise
 
 
-@dataclass
-class _Watchdog:
-    """Shuts every socket the fetch opened once its deadline passes, so no trickle of bytes outlives it."""
-
-    seconds: float
-    deadline: float = 0.0
-    fired: threading.Event = field(default_factory=threading.Event)
-    _sockets: list[socket.socket] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _timer: threading.Timer | None = None
-
-    def __enter__(self) -> _Watchdog:
-        self.deadline = time.monotonic() + self.seconds
-        self._timer = threading.Timer(self.seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def trace(self, event: str, info: dict[str, object]) -> None:
-        """httpcore's trace hook: remember the socket of each connection this fetch opens."""
-        if event != "connection.connect_tcp.complete":
-            return
-        stream = info.get("return_value")
-        sock = getattr(stream, "get_extra_info", lambda _name: None)("socket")
-        if isinstance(sock, socket.socket):
-            with self._lock:
-                self._sockets.append(sock)
-            if self.fired.is_set():
-                self._fire()
-
-    def timeout(self) -> httpx.Timeout:
-        """The per-operation timeout, never longer than what is left of the deadline."""
-        left = max(0.01, self.deadline - time.monotonic())
-        connect, read, write, pool = (left if t is None else min(t, left) for t in
-                                      (TIMEOUT.connect, TIMEOUT.read, TIMEOUT.write, TIMEOUT.pool))
-        return httpx.Timeout(read, connect=connect, read=read, write=write, pool=pool)
-
-    def _fire(self) -> None:
-        self.fired.set()
-        with self._lock:
-            for sock in self._sockets:
-                with suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-
-def _fetch(client: httpx.Client, url: str, if_modified_since_ns: int, watchdog: _Watchdog) -> Response | None:
+def _fetch(client: httpx.Client, url: str, if_modified_since_ns: int, watchdog: Watchdog) -> Response | None:
     headers = {"Accept": "text/html, application/xhtml+xml, text/markdown, text/plain;q=0.9, */*;q=0.1"}
     if if_modified_since_ns > 0:
         stamp = datetime.fromtimestamp(if_modified_since_ns / 1e9, tz=UTC)
@@ -230,7 +179,7 @@ def _redirect_target(current: str, location: str) -> str:
     return target.split("#", 1)[0]
 
 
-def _read(response: httpx.Response, watchdog: _Watchdog) -> Response:
+def _read(response: httpx.Response, watchdog: Watchdog) -> Response:
     media_type, charset = _content_type(response.headers.get("content-type", ""))
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:

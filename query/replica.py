@@ -21,7 +21,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,7 @@ from pipeline import db
 from pipeline import publish as snapshots
 from query.read_index import ReadIndex
 from query.reader import Reader
+from query.terminal import name
 
 log = logging.getLogger("knowledge.replica")
 
@@ -61,6 +62,7 @@ class SnapshotIndex(ReadIndex):
         self._local = threading.local()
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
+        self.pull_status: Callable[[], dict[str, Any]] | None = None  # with --pull-from: the Puller's record
 
     @property
     def generation(self) -> int | None:
@@ -77,11 +79,12 @@ class SnapshotIndex(ReadIndex):
     def health(self) -> dict[str, Any]:
         """generation, age_s and the manifest's counts of the generation served (generation None before one)."""
         served = self._served
+        pulls = {"pull": self.pull_status()} if self.pull_status is not None else {}
         if served is None:
-            return {"generation": None, "snapshots": str(self.directory)}
+            return {"generation": None, "snapshots": str(self.directory), **pulls}
         m = served.manifest
         return {"generation": m.generation, "age_s": round(max(time.time() - m.created, 0.0), 3),
-                "documents": m.documents, "chunks": m.chunks, "bytes": m.bytes}
+                "documents": m.documents, "chunks": m.chunks, "bytes": m.bytes, **pulls}
 
     def sample(self) -> tuple[int, float] | None:
         """(generation, age in seconds) of the generation served, for the metrics (None before the first)."""
@@ -128,8 +131,9 @@ class SnapshotIndex(ReadIndex):
             except (KnowledgeError, OSError, db.DatabaseError) as exc:  # refused; the one served goes on
                 self.refused.add(number)
                 instruments().snapshot_refused.add(1, {STAGE: "verify"})
-                log.warning("refused generation %d of %s: %s", number, self.directory, exc)
-                print(f"knowledge: warning: refused generation {number}: {exc}; still serving generation "
+                reason = name(str(exc))  # it quotes the manifest, written elsewhere: never raw to a terminal
+                log.warning("refused generation %d of %s: %s", number, name(str(self.directory)), reason)
+                print(f"knowledge: warning: refused generation {number}: {reason}; still serving generation "
                       f"{self.generation}", file=sys.stderr, flush=True)
                 continue
             break
@@ -152,8 +156,8 @@ class SnapshotIndex(ReadIndex):
                 old.retired = True
         if drained and old is not None:
             old.index.close()
-        print(f"knowledge: serving generation {manifest.generation} ({manifest.documents} documents, "
-              f"{manifest.chunks} chunks) from {self.directory}", file=sys.stderr, flush=True)
+        print(name(f"knowledge: serving generation {manifest.generation} ({manifest.documents} documents, "
+                   f"{manifest.chunks} chunks) from {self.directory}"), file=sys.stderr, flush=True)
 
     def start(self, interval: float) -> None:
         """Poll now, then every interval seconds in a daemon thread until close()."""

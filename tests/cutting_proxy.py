@@ -3,14 +3,19 @@
 Each request is forwarded on a connection of its own (`Connection: close` both ways). For a request
 whose path ends with `suffix` the proxy can cut the response after `cut_after` body bytes (the first
 `cuts` such responses; -1: every one), flip one body byte at `flip_at` (a download tampered in transit),
-or rewrite the Host header (a name the server does not answer to). The request heads it saw are kept.
+send the body one byte every `drip` seconds (a link or a server that trickles), or rewrite the Host
+header (a name the server does not answer to). For a request whose path ends with `latest`, `manifest`
+replaces fields of the manifest the server answered (a broken or hostile primary). The request heads it
+saw are kept.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +33,8 @@ class Faults:
     cuts: int = 1
     flip_at: int | None = None
     host: str | None = None
+    drip: float | None = None
+    manifest: dict[str, object] | None = None
     seen: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -89,14 +96,27 @@ class _Relay(socketserver.BaseRequestHandler):
                 reply_head, body = _read_head(up)
             except (ConnectionError, OSError):
                 return
+            if faults.manifest is not None and path.endswith("latest"):
+                reply_head, body = _patched(up, reply_head, body, faults.manifest)
             client.sendall(reply_head + b"\r\n\r\n")
-            self._relay(up, client, body, cut, flip)
+            try:
+                self._relay(up, client, body, cut, flip, faults.drip if path.endswith(faults.suffix) else None)
+            except OSError:  # the client hung up (a deadline cut it): nothing more to send
+                return
 
     def _relay(self, up: socket.socket, client: socket.socket, first: bytes, cut: int | None,
-               flip: int | None) -> None:
+               flip: int | None, drip: float | None) -> None:
         sent = 0
         piece = first
         while True:
+            if drip is not None:
+                for byte in piece:
+                    client.sendall(bytes([byte]))
+                    time.sleep(drip)
+                piece = up.recv(65536)
+                if not piece:
+                    return
+                continue
             if flip is not None and sent <= flip < sent + len(piece):
                 index = flip - sent
                 piece = piece[:index] + bytes([piece[index] ^ 0xFF]) + piece[index + 1:]
@@ -109,6 +129,17 @@ class _Relay(socketserver.BaseRequestHandler):
             piece = up.recv(65536)
             if not piece:
                 return
+
+
+def _patched(up: socket.socket, head: bytes, body: bytes, fields: dict[str, object]) -> tuple[bytes, bytes]:
+    """The whole answer of the latest route with fields of its manifest replaced, its Content-Length fixed."""
+    while piece := up.recv(65536):
+        body += piece
+    data = json.loads(body)
+    data["manifest"].update(fields)
+    patched = json.dumps(data).encode()
+    lines = [line for line in head.decode("latin-1").split("\r\n") if not line.lower().startswith("content-length")]
+    return "\r\n".join([*lines, f"content-length: {len(patched)}"]).encode("latin-1"), patched
 
 
 class _Server(socketserver.ThreadingTCPServer):

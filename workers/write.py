@@ -119,6 +119,7 @@ def finish_if_complete(runtime: Runtime, run_id: str) -> bool:
         embed.refresh_codes(runtime, run_id)
         store.refresh_impacts()
         files, chunks = store.totals()
+        store.checkpoint()  # the WAL the run grew, cut back while serve's readers stay open
     except (KnowledgeError, DatabaseError) as exc:
         ledger.finish(run_id, "failed", removed, 0, 0, f"prune failed: {exc}")
         tally.count_run(ledger.summary(run_id).info.get("started"), "failed")

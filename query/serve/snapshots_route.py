@@ -23,15 +23,11 @@ from starlette.responses import FileResponse, Response
 from pipeline import publish as snapshots
 from query.status import Status
 
-LATEST_ROUTE = "/v1/snapshots/latest"
-FILE_ROUTE = "/v1/snapshots/{generation:int}/" + snapshots.DB_NAME
+LATEST_ROUTE = snapshots.LATEST_ROUTE  # publishing owns the layout and the route names
+FILE_ROUTE = snapshots.FILE_ROUTE
 MEDIA_TYPE = "application/vnd.sqlite3"
 SHA256_HEADER = "X-Knowledge-SHA256"
-
-
-def file_path(generation: int) -> str:
-    """The route of a generation's file."""
-    return f"/v1/snapshots/{generation}/{snapshots.DB_NAME}"
+file_path = snapshots.file_route
 
 
 def _json(data: dict[str, Any], code: int = 200) -> Response:

@@ -14,7 +14,8 @@ import pytest
 from config.errors import ConfigError
 from config.settings import Settings
 from pipeline import publish as pub
-from query.pull import PULL_PREFIX, Puller, PullError, PullRefused, checked_url
+from pipeline.pull import PULL_PREFIX, Puller
+from pipeline.pull_errors import PullError, PullRefused, checked_url
 from query.replica import SnapshotIndex
 from query.requests import SearchRequest
 from query.serve.http_api import build_app

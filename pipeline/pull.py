@@ -16,124 +16,135 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import fields
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from config.errors import ConfigError, KnowledgeError
+from config.errors import ConfigError
 from config.instruments import OUTCOME, STAGE, instruments
 from pipeline import publish as snapshots
 from pipeline import schema
-from query.serve.snapshots_route import LATEST_ROUTE, file_path
-from query.terminal import name
+from pipeline.publish import LATEST_ROUTE, file_route
+from pipeline.pull_errors import (
+    PullError,
+    PullRefused,
+    checked_url,
+    file_problem,
+    http_problem,
+    json_or_none,
+    manifest_from,
+)
+from pipeline.text import name
+from pipeline.watchdog import Watchdog
 
 log = logging.getLogger("knowledge.pull")
 
 ATTEMPTS = 5  # connections per download: the first and up to four resumes
-TIMEOUT_S = 30.0
+TIMEOUT_S = 30.0  # per network operation (connect 5 s)
+FLOOR_S = 60.0  # the least a poll's exchange with the primary may take: asking for the latest, then a download
+MIN_RATE = 256 * 1024  # bytes a second a download must average, past the floor, to finish in one poll
 RETRY_PAUSE_S = 0.5
 PULL_PREFIX = f"{snapshots.TEMP_PREFIX}pull-"
-TOKEN_SETTING = "knowledge.expose.mcp.token_env"
-FILE_ROUTE_SHOWN = file_path(0).replace("/0/", "/<N>/")
+PER_OPERATION = httpx.Timeout(TIMEOUT_S, connect=5.0)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
-class PullError(KnowledgeError):
-    """The primary could not be asked, or answered something a replica cannot use."""
+@dataclass
+class PullRecord:
+    """What a replica's /healthz says of its pulls (`pull`): the last generation pulled by this process, the pulls
+    that failed, and the problem of the last poll (None when it had none)."""
 
+    pulled: int | None = None
+    failed: int = 0
+    problem: str | None = None
 
-class PullRefused(PullError):
-    """A generation that failed verification (or cannot be read by this knowledge); not tried again."""
-
-
-def checked_url(url: str) -> str:
-    """The primary's base URL without a trailing slash; ConfigError naming --pull-from when it is unusable."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        raise ConfigError(f"--pull-from {url!r} is not an http(s) URL of a `knowledge serve`; give the primary's "
-                          "address, e.g. http://primary:8080")
-    return url.strip().rstrip("/")
-
-
-def manifest_from(data: object) -> snapshots.Manifest:
-    """A Manifest from the JSON the primary sent; PullError naming what is wrong."""
-    known = {f.name for f in fields(snapshots.Manifest)}
-    if not isinstance(data, dict):
-        raise PullError("the primary's manifest is not a JSON object")
-    try:
-        manifest = snapshots.Manifest(**{k: v for k, v in data.items() if k in known})
-    except TypeError as exc:
-        raise PullError(f"the primary's manifest lacks a field: {exc}") from exc
-    sha = manifest.sha256
-    if not (isinstance(manifest.generation, int) and manifest.generation > 0 and isinstance(manifest.bytes, int)
-            and manifest.bytes > 0 and isinstance(sha, str) and len(sha) == 64
-            and all(c in "0123456789abcdef" for c in sha)):
-        raise PullError(f"the primary's manifest is malformed (generation {manifest.generation!r}, bytes "
-                        f"{manifest.bytes!r}, sha256 {str(sha)[:70]!r})")
-    return manifest
+    def to_json(self) -> dict[str, Any]:
+        """The `pull` object of /healthz."""
+        return asdict(self)
 
 
 class Puller:
     """Fetches newer generations from a primary into a directory of generations."""
 
     def __init__(self, base_url: str, directory: Path, keep: int, token: str | None = None,
-                 attempts: int = ATTEMPTS, token_env: str | None = None) -> None:
+                 attempts: int = ATTEMPTS, token_env: str | None = None, floor_s: float = FLOOR_S,
+                 min_rate: float = MIN_RATE) -> None:
         self.base = checked_url(base_url)
         self.directory = directory
         self.keep = keep
         self.attempts = attempts
         self.token_env = token_env
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(headers=headers, timeout=httpx.Timeout(TIMEOUT_S, connect=5.0))
+        self.floor_s = floor_s
+        self.min_rate = min_rate
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.refused: set[int] = set()
+        self.record = PullRecord()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._said = ""
+        self._watchdog: Watchdog | None = None
+
+    @contextmanager
+    def _exchange(self, seconds: float) -> Iterator[tuple[httpx.Client, Watchdog]]:
+        """A client of its own (every connection traced) under a watchdog that cuts it after seconds."""
+        with Watchdog(seconds, PER_OPERATION) as watchdog, \
+                httpx.Client(headers=self._headers, timeout=PER_OPERATION) as client:
+            self._watchdog = watchdog
+            try:
+                yield client, watchdog
+            finally:
+                self._watchdog = None
 
     def latest(self) -> snapshots.Manifest | None:
         """The newest generation the primary offers (None while it has published none); PullError otherwise."""
         url = self.base + LATEST_ROUTE
-        try:
-            reply = self.client.get(url)
-        except httpx.TransportError as exc:
-            raise PullError(f"cannot reach the primary at {self.base} ({_reason(exc)}); start its `knowledge serve` "
-                            "or fix --pull-from") from exc
-        data = _json_or_none(reply)
+        with self._exchange(self.floor_s) as (client, watchdog):
+            try:
+                reply = client.get(url, timeout=watchdog.timeout(), extensions={"trace": watchdog.trace})
+            except httpx.TransportError as exc:
+                if watchdog.expired():
+                    raise PullError(f"the primary at {self.base} took longer than {self.floor_s:g} s to say which "
+                                    "generation is the latest; asking again next poll") from exc
+                raise PullError(f"cannot reach the primary at {self.base} ({_reason(exc)}); start its `knowledge "
+                                "serve` or fix --pull-from") from exc
+        data = json_or_none(reply)
         if reply.status_code == 404 and isinstance(data, dict) and data.get("status") == "not_found":
             return None
         if reply.status_code != 200 or not isinstance(data, dict):
-            raise PullError(self._http_problem(reply, LATEST_ROUTE))
+            raise PullError(http_problem(reply, LATEST_ROUTE, self.base, self.token_env))
         return manifest_from(data.get("manifest"))
 
     def pull(self) -> int | None:
         """One look at the primary: download, verify and install a newer generation; the one installed, else None."""
         try:
             manifest = self.latest()
-        except PullError:
-            instruments().snapshot_pulls.add(1, {OUTCOME: "failed"})
-            raise
-        if manifest is None or manifest.generation in self.refused:
-            return None
-        have = snapshots.generations(self.directory)
-        if have and manifest.generation <= have[0]:
-            return None
-        try:
+            if manifest is None or manifest.generation in self.refused:
+                return None
+            have = snapshots.generations(self.directory)
+            if have and manifest.generation <= have[0]:
+                return None
             self._fetch(manifest)
-        except PullRefused:
-            self.refused.add(manifest.generation)
+        except PullRefused as exc:
+            if exc.generation in self.refused:  # its manifest is still offered: refused (and said) once
+                return None
+            self.refused.add(exc.generation)
             instruments().snapshot_refused.add(1, {STAGE: "pull"})
             instruments().snapshot_pulls.add(1, {OUTCOME: "refused"})
             raise
         except PullError:
             instruments().snapshot_pulls.add(1, {OUTCOME: "failed"})
+            self.record.failed += 1
             raise
         instruments().snapshot_pulls.add(1, {OUTCOME: "pulled"})
+        self.record.pulled = manifest.generation
         snapshots.prune(self.directory, self.keep)
         return manifest.generation
 
@@ -142,7 +153,8 @@ class Puller:
         number = manifest.generation
         if manifest.format_version != schema.FORMAT_VERSION:
             raise PullRefused(f"generation {number} is format {manifest.format_version}, this knowledge reads "
-                              f"{schema.FORMAT_VERSION}: run the primary's version of knowledge on this replica")
+                              f"{schema.FORMAT_VERSION}: run the primary's version of knowledge on this replica",
+                              number)
         self.directory.mkdir(parents=True, exist_ok=True)
         temp = self.directory / f"{PULL_PREFIX}g{number:06d}"
         if temp.is_symlink():
@@ -161,7 +173,7 @@ class Puller:
             shutil.rmtree(temp, ignore_errors=True)
             raise PullRefused(f"generation {number} from {self.base} does not match its manifest ({size} bytes, "
                               f"sha256 {digest[:12]}; the manifest says {manifest.bytes} bytes, sha256 "
-                              f"{manifest.sha256[:12]}): tampered or damaged, not served")
+                              f"{manifest.sha256[:12]}): tampered or damaged, not served", number)
         self._install(manifest, temp)
 
     def _room_for(self, manifest: snapshots.Manifest, part: Path) -> None:
@@ -172,49 +184,63 @@ class Puller:
                             f"bytes, {free} free); free some, or lower knowledge.publish.keep")
 
     def _download(self, manifest: snapshots.Manifest, part: Path) -> None:
-        """Stream the file into part, resuming from its length after a dropped connection (bounded attempts)."""
-        url = self.base + file_path(manifest.generation)
+        """Stream the file into part, resuming from its length after a dropped connection (bounded attempts),
+        all within a deadline of the floor plus the bytes still missing at the least rate."""
+        url = self.base + file_route(manifest.generation)
+        missing = manifest.bytes - (part.stat().st_size if part.exists() else 0)
+        seconds = self.floor_s + max(missing, 0) / self.min_rate
         problem = ""
-        for attempt in range(1, self.attempts + 1):
-            if self._stop.is_set():
-                raise PullError(f"stopped while downloading generation {manifest.generation}")
-            have = part.stat().st_size if part.exists() else 0
-            if have == manifest.bytes:
-                return
-            if have > manifest.bytes:
-                part.unlink()
-                have = 0
-            try:
-                if self._stream(url, part, have, manifest.bytes):
+        with self._exchange(seconds) as (client, watchdog):
+            for attempt in range(1, self.attempts + 1):
+                if self._stop.is_set():
+                    raise PullError(f"stopped while downloading generation {manifest.generation}")
+                have = part.stat().st_size if part.exists() else 0
+                if have == manifest.bytes:
                     return
-                problem = "the connection ended before the whole file came"
-            except httpx.TransportError as exc:
-                problem = _reason(exc)
-            if attempt < self.attempts:
-                self._stop.wait(RETRY_PAUSE_S * attempt)
+                if have > manifest.bytes:
+                    part.unlink()
+                    have = 0
+                try:
+                    if self._stream(client, watchdog, url, part, have, manifest):
+                        return
+                    problem = "the connection ended before the whole file came"
+                except httpx.TransportError as exc:
+                    problem = _reason(exc)
+                if watchdog.expired():
+                    have = part.stat().st_size if part.exists() else 0
+                    raise PullError(f"gave up on generation {manifest.generation} from {self.base}: the download "
+                                    f"took longer than {round(seconds, 1):g} s ({have} of {manifest.bytes} bytes; "
+                                    f"{self.floor_s:g} s and {self.min_rate:g} bytes a second allowed); the "
+                                    "next poll goes on where the file ends")
+                if attempt < self.attempts:
+                    self._stop.wait(RETRY_PAUSE_S * attempt)
         raise PullError(f"gave up on generation {manifest.generation} from {self.base} after {self.attempts} "
                         f"attempts ({problem}); the next poll starts again where the file ends")
 
-    def _stream(self, url: str, part: Path, have: int, total: int) -> bool:
+    def _stream(self, client: httpx.Client, watchdog: Watchdog, url: str, part: Path, have: int,
+                manifest: snapshots.Manifest) -> bool:
         """One request from byte `have` on, appended to part; whether the file is now whole."""
         headers = {"Range": f"bytes={have}-"} if have else {}
-        with self.client.stream("GET", url, headers=headers) as reply:
+        total = manifest.bytes
+        with client.stream("GET", url, headers=headers, timeout=watchdog.timeout(),
+                           extensions={"trace": watchdog.trace}) as reply:
             if reply.status_code == 200:
                 have = 0  # the whole file came (no Range, or the server ignored it): start over
             elif reply.status_code != 206 or not reply.headers.get("content-range", "").startswith(f"bytes {have}-"):
                 reply.read()
                 if reply.status_code == 206:
                     part.unlink()  # a range from elsewhere: the next attempt starts the file again
-                raise PullError(self._file_problem(reply, url))
+                raise PullError(file_problem(reply, url, self.base, self.token_env))
             with open(part, "r+b" if have else "wb") as out:
                 out.seek(have)
                 out.truncate()
                 for block in reply.iter_bytes():  # as it arrives: a dropped connection keeps every byte read
                     have += len(block)
                     if have > total:
-                        raise PullRefused(f"{url} sent more than the {total} bytes its manifest names; not served")
+                        raise PullRefused(f"{url} sent more than the {total} bytes its manifest names; not served",
+                                          manifest.generation)
                     out.write(block)
-                    if self._stop.is_set():
+                    if self._stop.is_set() or watchdog.expired():
                         return False
         return have == total
 
@@ -233,39 +259,14 @@ class Puller:
         for leftover in self.directory.glob(f"{PULL_PREFIX}g*"):
             shutil.rmtree(leftover, ignore_errors=True)
 
-    def _file_problem(self, reply: httpx.Response, url: str) -> str:
-        data = _json_or_none(reply)
-        if reply.status_code == 404 and isinstance(data, dict) and data.get("status") == "not_found":
-            return (f"{url} is no longer on the primary (pruned by newer publishes while it downloaded); the next "
-                    "poll takes the newest")
-        if reply.status_code == 206:
-            return f"{url} answered a range that does not start where the partial file ended; starting it again"
-        return self._http_problem(reply, FILE_ROUTE_SHOWN)
-
-    def _http_problem(self, reply: httpx.Response, route: str) -> str:
-        code = reply.status_code
-        where = f"the primary at {self.base}"
-        if code == 401:
-            if self.token_env:
-                return (f"{where} refused the token in ${self.token_env} (401); set it to the primary's token "
-                        f"({TOKEN_SETTING})")
-            return f"{where} requires a bearer token (401); name the variable holding it in {TOKEN_SETTING}"
-        if code == 421:
-            host = urlsplit(self.base).hostname
-            return (f"{where} refused the Host header {host!r} (421); add it to the primary's "
-                    "knowledge.expose.mcp.allowed_hosts")
-        if code == 403:
-            return f"{where} refused the request (403): {_note(reply)}"
-        if code == 404:
-            return (f"{where} has no {route} (404): is it a `knowledge serve` of this version or newer? fix "
-                    "--pull-from")
-        return f"{where} answered {code} to {route}: {_note(reply)}"
-
     def say(self, problem: str) -> None:
-        """Print a warning line once per distinct problem (a primary down for an hour is one line, not 1800)."""
-        if problem != self._said:
-            self._said = problem
-            shown = name(problem)  # notes come from the primary: no control sequences reach the terminal
+        """Print a warning line once per kind of problem (a primary down for an hour is one line, not 1800): two
+        problems differing only in their numbers (free bytes, seconds, bytes downloaded) are one kind."""
+        shown = name(problem)  # notes come from the primary: no control sequences reach the terminal
+        self.record.problem = shown
+        kind = _kind(problem)
+        if kind != self._said:
+            self._said = kind
             log.warning("pull from %s: %s", name(self.base), shown)
             print(f"knowledge: warning: {shown}; still serving what {name(str(self.directory))} holds",
                   file=sys.stderr, flush=True)
@@ -280,10 +281,9 @@ class Puller:
         except OSError as exc:  # the directory unwritable, a disk error: said, tried again next poll
             self.say(f"cannot write {self.directory}: {exc}")
             return
-        if self._said and number is None:
-            self._said = ""
+        self._said = ""  # a poll without a problem: the next problem is said again
+        self.record.problem = None
         if number is not None:
-            self._said = ""
             print(f"knowledge: pulled generation {number} from {self.base} into {self.directory}", file=sys.stderr,
                   flush=True)
             installed(number)
@@ -302,11 +302,13 @@ class Puller:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop pulling (a download in progress stops at its next chunk) and close the connection pool."""
+        """Stop pulling: an exchange in progress is cut at once, a download stops at its next chunk."""
         self._stop.set()
+        watchdog = self._watchdog
+        if watchdog is not None:
+            watchdog.cut()
         if self._thread is not None:
             self._thread.join(timeout=TIMEOUT_S)
-        self.client.close()
 
 
 def startup_check(puller: Puller) -> str:
@@ -322,6 +324,11 @@ def startup_check(puller: Puller) -> str:
     return ""
 
 
+def _kind(problem: str) -> str:
+    """A problem with its numbers left out: what say() tells apart."""
+    return _NUMBER.sub("#", problem)
+
+
 def _reason(exc: httpx.TransportError) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, httpx.ConnectError) and "refused" in text.lower():
@@ -329,17 +336,3 @@ def _reason(exc: httpx.TransportError) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out after {TIMEOUT_S:.0f} s"
     return text[:200]
-
-
-def _json_or_none(reply: httpx.Response) -> Any:
-    try:
-        return reply.json()
-    except ValueError:
-        return None
-
-
-def _note(reply: httpx.Response) -> str:
-    data = _json_or_none(reply)
-    if isinstance(data, dict) and isinstance(data.get("note"), str):
-        return str(data["note"])[:300]
-    return reply.reason_phrase or "no explanation"
