@@ -35,29 +35,29 @@ def frequencies(conn: Connection, terms: tuple[str, ...],
     kept = stats if stats is not None else LexicalStats()
     try:
         version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-        with kept.lock:
-            cache = kept.frequency_cache(conn)
-            if cache.version != version:
-                cache.version = version
-                table = impacts.table_stats(conn)  # FTS5's own row count: one record, where count(*) reads every row
-                cache.rows = table.rows if table is not None else 0
-                cache.frequencies.clear()
-                cache.frequencies.update(listed_counts(conn))
-                cache.columns = columns_current(conn)
-            stems = STEMMER.stems(terms)
-            found: dict[str, int | None] = {}
-            for term in terms:
-                stem = stems[term]
-                if not stem or " " in stem:
-                    found[term] = None
-                    continue
-                if stem not in cache.frequencies:
-                    row = _column_count(conn, stem) if cache.columns else None
-                    if row is None:  # no column, or columns of an older state: FTS5's vocabulary walks the doclist
-                        row = conn.execute(f"SELECT doc FROM {schema.PORTER_VOCAB} WHERE term = ?", (stem,)).fetchone()
-                    cache.frequencies[stem] = int(row[0]) if row else 0
-                found[term] = cache.frequencies[stem]
-            return cache.rows, found
+        with kept.lock:  # only to find the connection's cache: a connection serves one request at a time,
+            cache = kept.frequency_cache(conn)  # so its refill (SQL) holds no other reader up
+        if cache.version != version:
+            cache.version = version
+            table = impacts.table_stats(conn)  # FTS5's own row count: one record, where count(*) reads every row
+            cache.rows = table.rows if table is not None else 0
+            cache.frequencies.clear()
+            cache.frequencies.update(listed_counts(conn))
+            cache.columns = columns_current(conn)
+        stems = STEMMER.stems(terms)
+        found: dict[str, int | None] = {}
+        for term in terms:
+            stem = stems[term]
+            if not stem or " " in stem:
+                found[term] = None
+                continue
+            if stem not in cache.frequencies:
+                row = _column_count(conn, stem) if cache.columns else None
+                if row is None:  # no column, or columns of an older state: FTS5's vocabulary walks the doclist
+                    row = conn.execute(f"SELECT doc FROM {schema.PORTER_VOCAB} WHERE term = ?", (stem,)).fetchone()
+                cache.frequencies[stem] = int(row[0]) if row else 0
+            found[term] = cache.frequencies[stem]
+        return cache.rows, found
     except OperationalError:  # no vocabulary view on this connection: keep every term
         return 0, {}
 

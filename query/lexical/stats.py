@@ -58,7 +58,7 @@ class LexicalStats:
         self._idle: list[npt.NDArray[np.float64]] = []
 
     def frequency_cache(self, conn: Connection) -> FrequencyCache:
-        """conn's frequency cache (created empty); use it under `lock`."""
+        """conn's frequency cache (created empty); call it under `lock` (then only conn's user touches the cache)."""
         cache = self._frequencies.get(conn)
         if cache is None:
             cache = self._frequencies[conn] = FrequencyCache()
