@@ -18,7 +18,7 @@ import base64
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, Self, TypeVar
 
 from config import errors
 from config.errors import IndexNotBuilt, KnowledgeError, PipelineError
@@ -65,6 +65,19 @@ def _require(settings: Settings) -> None:
         raise IndexNotBuilt.at(db_path)
 
 
+class _WholeStore:
+    """An operation on the whole store with no fields: its wire form is its name alone."""
+
+    name: ClassVar[str]
+
+    def to_wire(self) -> Wire:
+        return {"op": self.name}
+
+    @classmethod
+    def from_wire(cls, wire: Wire) -> Self:
+        return cls()
+
+
 @dataclass(frozen=True)
 class Remove:
     """Delete documents by stored path; the result: those that were indexed."""
@@ -96,20 +109,13 @@ class Remove:
 
 
 @dataclass(frozen=True)
-class Rebuild:
+class Rebuild(_WholeStore):
     """Repair the store's derived parts from its chunks (IndexNotBuilt without a store)."""
 
     name: ClassVar[str] = "rebuild"
     command: ClassVar[str] = "knowledge rebuild"
     wait_s: ClassVar[float] = 3600.0
     whole_store: ClassVar[bool] = True
-
-    def to_wire(self) -> Wire:
-        return {"op": self.name}
-
-    @classmethod
-    def from_wire(cls, wire: Wire) -> Rebuild:
-        return cls()
 
     def needless(self, settings: Settings) -> Wire | None:
         _require(settings)
@@ -124,20 +130,13 @@ class Rebuild:
 
 
 @dataclass(frozen=True)
-class Vacuum:
+class Vacuum(_WholeStore):
     """Rewrite the store without free pages (IndexNotBuilt without one); the result: bytes before, after."""
 
     name: ClassVar[str] = "vacuum"
     command: ClassVar[str] = "knowledge vacuum"
     wait_s: ClassVar[float] = 3600.0
     whole_store: ClassVar[bool] = True
-
-    def to_wire(self) -> Wire:
-        return {"op": self.name}
-
-    @classmethod
-    def from_wire(cls, wire: Wire) -> Vacuum:
-        return cls()
 
     def needless(self, settings: Settings) -> Wire | None:
         _require(settings)
@@ -153,20 +152,13 @@ class Vacuum:
 
 
 @dataclass(frozen=True)
-class Reset:
+class Reset(_WholeStore):
     """Replace the store with an empty one holding the schema."""
 
     name: ClassVar[str] = "reset"
     command: ClassVar[str] = "knowledge reset"
     wait_s: ClassVar[float] = 600.0
     whole_store: ClassVar[bool] = True
-
-    def to_wire(self) -> Wire:
-        return {"op": self.name}
-
-    @classmethod
-    def from_wire(cls, wire: Wire) -> Reset:
-        return cls()
 
     def needless(self, settings: Settings) -> Wire | None:
         return None
