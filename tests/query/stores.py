@@ -57,6 +57,19 @@ def end_run(settings: Settings, docs: dict[str, str]) -> bool:
         store.close()
 
 
+def with_columns(settings: Settings) -> Settings:
+    """settings' store with posting columns made for every word in 40 rows or more (a small store's own)."""
+    from pipeline import postings
+
+    writer = Store(settings.db_path)
+    try:
+        with writer.transaction() as conn:
+            assert postings.refresh(conn, force=True, least=40, min_rows=1)
+    finally:
+        writer.close()
+    return settings
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:

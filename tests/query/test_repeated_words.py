@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from pipeline import postings, schema
-from pipeline.store import Store
+from pipeline import schema
 from query.lexical import COLUMN_WEIGHTS, WEIGHTS, search_ids, shaping
 from query.lexical.impact_lists import common_top_k
 from query.lexical.posting_columns import postings_top_k
@@ -18,7 +17,7 @@ from query.lexical.pruning import exact_top_k
 from query.reader import Reader
 from query.terms import build_query
 from tests.pipeline.test_impacts import _docs
-from tests.query.stores import end_run, store_settings
+from tests.query.stores import end_run, store_settings, with_columns
 
 FULL = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
         " ORDER BY score, rowid LIMIT ?")
@@ -29,13 +28,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setattr(shaping, "SHAPE_ABOVE", 0)  # a small store: shape whatever the common terms hold
     settings = store_settings(tmp_path)
     end_run(settings, _docs(1, 150))
-    writer = Store(settings.db_path)
-    try:
-        with writer.transaction() as conn:
-            assert postings.refresh(conn, force=True, least=40, min_rows=1)
-    finally:
-        writer.close()
-    return settings
+    return with_columns(settings)
 
 
 def _full(reader: Reader, text: str, limit: int) -> list[tuple[int, float]]:

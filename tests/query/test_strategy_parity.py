@@ -10,14 +10,12 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from pipeline import postings
-from pipeline.store import Store
 from query.lexical import STRATEGIES, shaping
 from query.lexical.plan import Request, TopK
 from query.lexical.stats import LexicalStats
 from query.reader import Reader
 from query.terms import build_query
-from tests.query.stores import end_run, store_settings, zipf_docs
+from tests.query.stores import end_run, store_settings, with_columns, zipf_docs
 
 WORDS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(300)]
 FULL = ("SELECT rowid, bm25(chunks_fts, 1.0, 2.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -29,13 +27,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """A Zipf corpus with impact lists and posting columns (made for a small store)."""
     settings = store_settings(Path(tmp_path_factory.mktemp("parity")))
     end_run(settings, zipf_docs(WORDS, 7, 120))
-    writer = Store(settings.db_path)
-    try:
-        with writer.transaction() as conn:
-            assert postings.refresh(conn, force=True, least=40, min_rows=1)
-    finally:
-        writer.close()
-    return settings
+    return with_columns(settings)
 
 
 def _queries() -> list[str]:
