@@ -155,13 +155,16 @@ def gather_wheels(python: str, version: str) -> Path:
 
 def build_image(base: str, wheels: Path, tag: str = IMAGE) -> str:
     """Build the shipped Dockerfile offline on base with the wheels; the image's id. The image this tag
-    named before is removed when the build replaced it (no dangling images pile up run after run)."""
+    named before is removed when the build replaced it, and so is the build stage's untagged image."""
     before = run(["docker", "image", "inspect", "--format", "{{.Id}}", tag], 60, check=False).stdout.strip()
     run(["docker", "build", "-q", "--network", "none", "--pull=false", "--build-arg", f"BASE_IMAGE={base}",
          "--build-arg", f"WHEELS={wheels.relative_to(REPO)}", "-t", tag, str(REPO)], 900)
     after = run(["docker", "image", "inspect", "--format", "{{.Id}}", tag], 60).stdout.strip()
     if before and before != after:
         run(["docker", "rmi", before], 120, check=False)
+    # The legacy builder keeps the build stage as an untagged image; its layers are of no later use (the
+    # project's wheel differs every build), so they are removed rather than left to pile up.
+    run(["docker", "image", "prune", "-f", "--filter", "label=knowledge.stage=build"], 120, check=False)
     return after
 
 
@@ -170,12 +173,13 @@ def image_size(tag: str) -> int:
 
 
 class Compose:
-    """docker-compose over the shipped file and an override, as one project, every call bounded."""
+    """docker-compose over compose files in the repository's directory, as one project, every call bounded."""
 
-    def __init__(self, command: list[str], project: str, override: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, command: list[str], project: str, files: Sequence[Path], env: Mapping[str, str]) -> None:
         self.command = command
         self.project = project
-        self.files = ["-f", str(REPO / "docker-compose.yml"), "-f", str(override)]
+        # Relative paths (./deploy/...) resolve against the repository, as for the shipped file.
+        self.files = ["--project-directory", str(REPO), *(a for f in files for a in ("-f", str(f)))]
         self.env = {**os.environ, **env}
 
     def args(self, *args: str) -> list[str]:

@@ -92,25 +92,36 @@ class Redis:
             self.proc.wait(timeout=10)
 
 
-def override(image: str, redis_port: int, serve_port: int, replica_port: int) -> dict[str, Any]:
-    """The compose override: the test's image, host networking for every service, the test's Redis,
-    metrics on free loopback ports, the replica on its own port, health probed every second."""
+def host_networked() -> dict[str, Any]:
+    """The shipped docker-compose.yml with every service on the host's network instead of the project's.
+
+    Everything else is kept as shipped (commands, volumes, environment, profiles). Only `ports` go:
+    they mean nothing on the host's network, and compose v1 refuses them beside it ("host" network_mode
+    is incompatible with port_bindings) while an override file cannot remove a key.
+    """
+    shipped: dict[str, Any] = yaml.safe_load((dk.REPO / "docker-compose.yml").read_text(encoding="utf-8"))
+    for service in shipped["services"].values():
+        service.pop("ports", None)
+        service["network_mode"] = "host"
+    shipped.pop("x-knowledge", None)  # the anchor's source, merged into the services already
+    return shipped
+
+
+def override(image: str, redis_port: int, replica_port: int) -> dict[str, Any]:
+    """The test's override: its image, its Redis, metrics on free loopback ports, the replica on a port of
+    its own, health probed every second (the image's own HEALTHCHECK command)."""
     services: dict[str, Any] = {}
-    shipped = yaml.safe_load((dk.REPO / "docker-compose.yml").read_text(encoding="utf-8"))["services"]
-    for name in shipped:
-        services[name] = {"network_mode": "host"}
     for name in KNOWLEDGE_SERVICES:
-        services[name].update(image=image, environment={"KNOWLEDGE_BROKER_URL": f"redis://127.0.0.1:{redis_port}/0"})
+        services[name] = {"image": image, "environment": {"KNOWLEDGE_BROKER_URL": f"redis://127.0.0.1:{redis_port}/0"}}
     for name in ("worker", "writer"):
         services[name]["environment"].update(KNOWLEDGE_METRICS_PORT="0", KNOWLEDGE_METRICS_HOST="127.0.0.1")
     services["replica"]["command"] = ["serve", "--snapshots", "/published", "--port", str(replica_port)]
     for name in ("worker", "writer", "serve", "replica"):
         services[name]["healthcheck"] = {"interval": "1s", "timeout": "5s", "retries": 3}
-    assert serve_port  # the serve container's port comes from the test's knowledge.yaml
     return {"services": services}
 
 
-def test_config(serve_port: int) -> dict[str, Any]:
+def stack_config(serve_port: int) -> dict[str, Any]:
     """deploy/knowledge.yaml as shipped, but serving on 127.0.0.1:serve_port with a token, polling fast."""
     config: dict[str, Any] = yaml.safe_load((dk.REPO / "deploy" / "knowledge.yaml").read_text(encoding="utf-8"))
     mcp = config["knowledge"]["expose"]["mcp"]
@@ -212,11 +223,12 @@ def deployment(tmp_path: Path, timings: Timings) -> Iterator[tuple[dk.Compose, P
     tree.mkdir(mode=0o755)
     write_tree(tree, tree_files(0, FIRST))
     config = tmp_path / "knowledge.yaml"
-    config.write_text(yaml.safe_dump(test_config(serve_port)), encoding="utf-8")
-    overrides = tmp_path / "compose.override.yml"
-    overrides.write_text(yaml.safe_dump(override(dk.IMAGE, redis.port, serve_port, replica_port)), encoding="utf-8")
+    config.write_text(yaml.safe_dump(stack_config(serve_port)), encoding="utf-8")
+    shipped, overrides = tmp_path / "docker-compose.host.yml", tmp_path / "compose.override.yml"
+    shipped.write_text(yaml.safe_dump(host_networked()), encoding="utf-8")
+    overrides.write_text(yaml.safe_dump(override(dk.IMAGE, redis.port, replica_port)), encoding="utf-8")
     project = f"knowledgetest{os.getpid()}"
-    stack = dk.Compose(compose, project, overrides, {
+    stack = dk.Compose(compose, project, [shipped, overrides], {
         "KNOWLEDGE_DOCS": str(tree), "KNOWLEDGE_CONFIG_FILE": str(config), "KNOWLEDGE_TOKEN": TOKEN})
     try:
         yield stack, tree, serve_port, replica_port
