@@ -178,6 +178,7 @@ class Compose:
     def __init__(self, command: list[str], project: str, files: Sequence[Path], env: Mapping[str, str]) -> None:
         self.command = command
         self.project = project
+        self.anonymous: set[str] = set()  # unnamed volumes its containers made, removed with the stack
         # Relative paths (./deploy/...) resolve against the repository, as for the shipped file.
         self.files = ["--project-directory", str(REPO), *(a for f in files for a in ("-f", str(f)))]
         self.env = {**os.environ, **env}

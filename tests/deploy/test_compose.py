@@ -195,6 +195,17 @@ def volumes(project: str) -> set[str]:
     return set(listed.stdout.split())
 
 
+def anonymous_volumes(stack: dk.Compose) -> set[str]:
+    """The unnamed volumes the stack's containers hold (the image's VOLUMEs they mount nothing over)."""
+    held = set()
+    for service in KNOWLEDGE_SERVICES:
+        for container in stack.containers(service):
+            for mount in dk.inspect(container)["Mounts"]:
+                if mount["Type"] == "volume" and not mount["Name"].startswith(f"{stack.project}_"):
+                    held.add(mount["Name"])
+    return held
+
+
 def networks_of(project: str) -> set[str]:
     listed = dk.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={project}"], 60)
     return set(listed.stdout.split())
@@ -233,7 +244,10 @@ def deployment(tmp_path: Path, timings: Timings) -> Iterator[tuple[dk.Compose, P
     try:
         yield stack, tree, serve_port, replica_port
     finally:
+        stack.anonymous |= anonymous_volumes(stack)
         stack("down", "-v", "--remove-orphans", "-t", "10", timeout=240, check=False)
+        if stack.anonymous:
+            dk.run(["docker", "volume", "rm", "-f", *sorted(stack.anonymous)], 120, check=False)
         redis.stop()
 
 
@@ -337,6 +351,7 @@ def test_the_compose_stack_indexes_searches_survives_kills_publishes_and_keeps_i
     began = time.monotonic()
     kept = volumes(project)
     assert {f"{project}_store", f"{project}_published"} <= kept, kept
+    stack.anonymous |= anonymous_volumes(stack)
     stack("down", "-t", "20", timeout=240)
     assert volumes(project) == kept
     stack("up", "-d", "--no-build", "--no-deps", "worker", "writer", "serve")
