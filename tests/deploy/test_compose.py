@@ -314,6 +314,7 @@ def test_the_compose_stack_indexes_searches_survives_kills_publishes_and_keeps_i
     timings.phase(f"index {SECOND} files with a worker killed", began)
     assert (second["added"], second["failed"], second["state"]) == (SECOND, 0, "complete"), second
     assert FIRST < killed_at < total, killed_at
+    timings["documents stored when the worker was killed"] = killed_at
     assert stats(serve)["documents"] == total
     assert dk.inspect(victim)["State"]["ExitCode"] == 137
 
