@@ -176,7 +176,7 @@ def mcp_search(url: str, query: str) -> dict[str, Any]:
     return anyio.run(main)
 
 
-def wait_for(what: str, probe: Any, seconds: float, logs: dk.Compose) -> Any:
+def wait_for(what: str, probe: Any, seconds: float, logs: dk.Compose, every: float = 0.25) -> Any:
     """Poll probe() (bounded by seconds) until it returns something truthy; connection errors are retried."""
     deadline = time.monotonic() + seconds
     while True:
@@ -187,7 +187,7 @@ def wait_for(what: str, probe: Any, seconds: float, logs: dk.Compose) -> Any:
         except httpx.TransportError:
             pass
         assert time.monotonic() < deadline, f"{what}: not within {seconds}s\n{logs.logs()}"
-        time.sleep(0.25)
+        time.sleep(every)
 
 
 def volumes(project: str) -> set[str]:
@@ -293,15 +293,15 @@ def test_the_compose_stack_indexes_searches_survives_kills_publishes_and_keeps_i
     # A worker container killed with SIGKILL mid-run: the run converges, nothing lost.
     write_tree(tree, tree_files(FIRST, SECOND))
     total = FIRST + SECOND
+    victim = stack.containers("worker")[0]
     began = time.monotonic()
     follower = stack.popen("run", "--rm", "-T", "--no-deps", "index", "index", "--json")
     try:
-        def midway() -> bool:
+        def begun() -> bool:  # the run's first commit: the workers hold most of it in flight
             assert follower.poll() is None, "the run ended before a worker could be killed mid-run"
-            return FIRST < stats(serve)["documents"] < total - 300
+            return bool(stats(serve)["documents"] > FIRST)
 
-        wait_for("the second run's first commits", midway, 180, stack)
-        victim = stack.containers("worker")[0]
+        wait_for("the second run's first commits", begun, 180, stack, every=0.05)
         dk.run(["docker", "kill", "--signal", "KILL", victim], 60)
         killed_at = stats(serve)["documents"]
         out, err = follower.communicate(timeout=300)
@@ -313,7 +313,7 @@ def test_the_compose_stack_indexes_searches_survives_kills_publishes_and_keeps_i
     second = json.loads(out)
     timings.phase(f"index {SECOND} files with a worker killed", began)
     assert (second["added"], second["failed"], second["state"]) == (SECOND, 0, "complete"), second
-    assert FIRST < killed_at < total, killed_at
+    assert FIRST < killed_at < total - 300, killed_at  # mid-run: most of it still to come
     timings["documents stored when the worker was killed"] = killed_at
     assert stats(serve)["documents"] == total
     assert dk.inspect(victim)["State"]["ExitCode"] == 137
