@@ -124,10 +124,8 @@ def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequen
     bounds, known = _bounds(lists, stems, unchanged)
     floors = sum(lists[s][1] for s in stems)
     if not unchanged:
-        new = [int(r[0]) for r in conn.execute(
-            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid > ? LIMIT ?",
-            (query.expression, made.top, MAX_NEW_ROWS + 1))]
-        if len(new) > MAX_NEW_ROWS:
+        new = _written_since(conn, query, made)
+        if new is None:
             return None
         bounds.update(dict.fromkeys(new, float("inf")))
     order = sorted(bounds, key=lambda cid: (-bounds[cid], cid))
@@ -150,10 +148,24 @@ def _by_bound(conn: Connection, query: LexicalQuery, limit: int, weights: Sequen
         found = [(cid, BM25.score(idfs, c.freq, c.tokens, table.avgdl)) for cid, c in counts.items()]
         scored = sorted([*scored, *found, *((cid, known[cid]) for cid in batch if cid in known)],
                         key=lambda item: (item[1], item[0]))
-        following = bounds[order[start + BATCH]] if start + BATCH < len(order) else 0.0
-        if len(scored) >= limit and -scored[limit - 1][1] >= max(following, floors):
+        if _proven(scored, limit, bounds, order, start + BATCH, floors):
             return Answer(scored[:limit], unchanged)
     return None
+
+
+def _written_since(conn: Connection, query: LexicalQuery, made: impacts.Stamp) -> list[int] | None:
+    """The rows holding a query word written since the lists were made; None past MAX_NEW_ROWS of them."""
+    new = [int(r[0]) for r in conn.execute(
+        "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid > ? LIMIT ?",
+        (query.expression, made.top, MAX_NEW_ROWS + 1))]
+    return None if len(new) > MAX_NEW_ROWS else new
+
+
+def _proven(scored: list[tuple[int, float]], limit: int, bounds: dict[int, float], order: list[int], following: int,
+            floors: float) -> bool:
+    """Whether the limit-th score so far beats every row not yet scored: the next bound and the floors' sum."""
+    bound = bounds[order[following]] if following < len(order) else 0.0
+    return len(scored) >= limit and -scored[limit - 1][1] >= max(bound, floors)
 
 
 def _bounds(lists: dict[str, tuple[list[tuple[int, float]], float]], stems: list[str],

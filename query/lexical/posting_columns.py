@@ -27,11 +27,11 @@ import numpy.typing as npt
 from pipeline import db, postings, schema
 from pipeline.bm25 import BM25
 from pipeline.db import Connection, OperationalError
-from pipeline.impacts import REFRESH_SHARE, current_stamp, table_stats
+from pipeline.impacts import REFRESH_SHARE, Stamp, current_stamp, table_stats
 from query.filters import Allowed
 from query.lexical.frequency import frequencies
 from query.lexical.plan import Answer, Plan, Request
-from query.lexical.stats import LexicalStats
+from query.lexical.stats import LexicalStats, StoreKey
 from query.terms import LexicalQuery, quote
 from query.words import STEMMER
 
@@ -116,28 +116,39 @@ def _top(conn: Connection, query: LexicalQuery, limit: int, allowed: Allowed | N
     # a dropped word adds less than idf * (k1 + 1) to any row: the rows so close to the last one kept are weighed
     slack = sum(weights[t] * (BM25.k1 + 1.0) * scorer.repeat(t) for t in dropped) * (1.0 + 1e-9)
     if len(query.terms) == 1:  # one term: its parts are the scores, no accumulator to gather them in
-        ids, part = parts[query.terms[0]]
-        scores = np.zeros(len(part), dtype=np.float64)
-        for _ in range(query.repeat(query.terms[0])):
-            scores += part
-        if len(plan.gone):
-            scores[np.isin(ids, plan.gone, assume_unique=True)] = 0.0
-        found = _best(ids, scores, limit, 1, slack)
+        found = _single(query, plan, parts[query.terms[0]], limit, slack)
     else:
         found = _accumulated(query, plan, parts, limit, slack, kept)
     if dropped:
         found = _rescored(conn, np.array([cid for cid, _ in found], dtype=np.int64), scorer, plan, parts, weights,
                           stats.avgdl)
     if not plan.unchanged:
-        only, args = allowed.rows() if allowed is not None else ("", ())
-        found += [(int(r[0]), float(r[1])) for r in conn.execute(
-            f"SELECT rowid, {BM25.sql()} AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
-            f" AND rowid > ?{only} ORDER BY s, rowid LIMIT ?", (scorer.expression, plan.top, *args, limit))]
+        found += _written_since(conn, scorer, plan, allowed, limit)
     found.sort(key=lambda item: (item[1], item[0]))
     return Answer(found[:limit], True)
 
 
 Parts = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # rows (ascending ids) and one phrase's part in each
+
+
+def _single(query: LexicalQuery, plan: _Reading, parts: Parts, limit: int, slack: float) -> list[tuple[int, float]]:
+    """The best limit rows of a one-term query: its part, once per time the query repeats it, is the score."""
+    ids, part = parts
+    scores = np.zeros(len(part), dtype=np.float64)
+    for _ in range(query.repeat(query.terms[0])):
+        scores += part
+    if len(plan.gone):
+        scores[np.isin(ids, plan.gone, assume_unique=True)] = 0.0
+    return _best(ids, scores, limit, 1, slack)
+
+
+def _written_since(conn: Connection, query: LexicalQuery, plan: _Reading, allowed: Allowed | None,
+                   limit: int) -> list[tuple[int, float]]:
+    """The best limit rows written since the columns were made (ids above their top), scored by FTS5."""
+    only, args = allowed.rows() if allowed is not None else ("", ())
+    return [(int(r[0]), float(r[1])) for r in conn.execute(
+        f"SELECT rowid, {BM25.sql()} AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+        f" AND rowid > ?{only} ORDER BY s, rowid LIMIT ?", (query.expression, plan.top, *args, limit))]
 
 
 def _term_parts(conn: Connection, term: str, plan: _Reading, weight: float, avgdl: float) -> Parts:
@@ -212,6 +223,49 @@ def _part_at(ids: npt.NDArray[np.int64], part: npt.NDArray[np.float64],
 
 def _reading(conn: Connection, query: LexicalQuery, allowed: Allowed | None, kept: LexicalStats) -> _Reading | None:
     """What the query reads from the columns, or None when they cannot serve it."""
+    found = _columns(conn, query, kept)
+    if found is None:
+        return None
+    store, made, columns = found
+    loose = tuple(t for t in query.terms if columns[t] is None)
+    _, counted = frequencies(conn, loose, kept)
+    if any(counted.get(t) is None or int(counted[t] or 0) > FTS5_MOST for t in loose):
+        return None
+    sizes = kept.sizes(store, lambda: postings.sizes(conn))
+    if sizes is None:
+        return None
+    top, tokens = sizes
+    since = _since(conn, made)
+    if since is None:
+        return None
+    unchanged, gone = since
+    held = {t: int(counted[t] or 0) for t in loose}
+    for term, column in columns.items():
+        if column is not None:
+            held[term] = column.held if unchanged else _held_now(conn, term, column, gone, top)
+    if allowed is None:
+        return _Reading(columns, held, top, tokens, gone, unchanged, EVERY_ROW, None)
+    span = (allowed.low, allowed.high)
+    mask = None if allowed.dense else kept.mask(store, allowed.documents, lambda: _allowed_rows(conn, allowed, top))
+    columns = {t: None if c is None else _within(c, span, mask) for t, c in columns.items()}
+    return _Reading(columns, held, top, tokens, gone, unchanged, span, mask)
+
+
+def _since(conn: Connection, made: Stamp) -> tuple[bool, npt.NDArray[np.int64]] | None:
+    """Whether the table is as the columns were made, and the rows deleted since; None when so much changed
+    since (a re-index under way) that the run's end makes them again."""
+    now = current_stamp(conn)
+    if made == now:
+        return True, np.empty(0, dtype=np.int64)
+    if now is not None and postings.gone_beyond(conn, int(REFRESH_SHARE * now.rows)):
+        return None
+    return False, postings.gone(conn)
+
+
+def _columns(conn: Connection, query: LexicalQuery,
+             kept: LexicalStats) -> tuple[StoreKey, Stamp, dict[str, postings.Column | None]] | None:
+    """The store's key, the columns' stamp and each term's column (None: the term has none); None when the
+    columns cannot serve the query (none made, a term without one stem, no term with a column)."""
     made = postings.stamp_of(conn)
     stems = STEMMER.stems(query.terms)
     if made is None or any(not stems[t] or " " in stems[t] for t in query.terms):
@@ -223,30 +277,7 @@ def _reading(conn: Connection, query: LexicalQuery, allowed: Allowed | None, kep
             for stem in dict.fromkeys(stems[t] for t in query.terms)}
     if not any(read.values()):
         return None  # no term is held by many rows: FTS5 alone is as fast
-    columns = {t: read[stems[t]] for t in query.terms}
-    loose = tuple(t for t in query.terms if columns[t] is None)
-    _, counted = frequencies(conn, loose, kept)
-    if any(counted.get(t) is None or int(counted[t] or 0) > FTS5_MOST for t in loose):
-        return None
-    sizes = kept.sizes(store, lambda: postings.sizes(conn))
-    if sizes is None:
-        return None
-    top, tokens = sizes
-    now = current_stamp(conn)
-    unchanged = made == now
-    if not unchanged and now is not None and postings.gone_beyond(conn, int(REFRESH_SHARE * now.rows)):
-        return None  # so much changed since (a re-index under way) that the run's end makes them again
-    gone = np.empty(0, dtype=np.int64) if unchanged else postings.gone(conn)
-    held = {t: int(counted[t] or 0) for t in loose}
-    for term, column in columns.items():
-        if column is not None:
-            held[term] = column.held if unchanged else _held_now(conn, term, column, gone, top)
-    if allowed is None:
-        return _Reading(columns, held, top, tokens, gone, unchanged, EVERY_ROW, None)
-    span = (allowed.low, allowed.high)
-    mask = None if allowed.dense else kept.mask(store, allowed.documents, lambda: _allowed_rows(conn, allowed, top))
-    columns = {t: None if c is None else _within(c, span, mask) for t, c in columns.items()}
-    return _Reading(columns, held, top, tokens, gone, unchanged, span, mask)
+    return store, made, {t: read[stems[t]] for t in query.terms}
 
 
 def _within(column: postings.Column, span: tuple[int, int], mask: npt.NDArray[np.bool_] | None) -> postings.Column:
