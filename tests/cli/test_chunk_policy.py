@@ -39,7 +39,7 @@ def test_each_document_records_the_policy_of_its_format_extractor_and_chunker(wo
     assert code == 0, out + err
     chunk = f"+chunk:{chunker.VERSION}"
     assert _policies(workdir) == {"docs/a.md": f"markdown:1{chunk}", "docs/b.md": f"markdown:1{chunk}",
-                                  "docs/c.rst": f"rst:1{chunk}", "docs/notes.txt": f"text:1{chunk}"}
+                                  "docs/c.rst": f"rst:2{chunk}", "docs/notes.txt": f"text:1{chunk}"}
     assert "re-chunked" not in out
 
 
@@ -61,14 +61,14 @@ def test_a_newer_extractor_re_chunks_only_its_formats_unchanged_files(
     assert "re-chunked: 2 (newer extractor or chunker)" in out.splitlines()
     policies = _policies(workdir)
     assert policies["docs/a.md"].startswith("markdown:2+") and policies["docs/b.md"].startswith("markdown:2+")
-    assert policies["docs/c.rst"].startswith("rst:1+") and policies["docs/notes.txt"].startswith("text:1+")
-    _bump(monkeypatch, "rst", "2")
+    assert policies["docs/c.rst"].startswith("rst:2+") and policies["docs/notes.txt"].startswith("text:1+")
+    _bump(monkeypatch, "rst", "3")
     code, out, err = run_cli("index", "docs/a.md", "--json")  # a run over one file re-chunks (and counts) none else
     assert code == 0 and json.loads(out)["rechunked"] == 0
     code, out, err = run_cli("index", "docs")
     assert code == 0 and "indexed: added=0 updated=1 unchanged=3 " in out
     assert "re-chunked: 1 (newer extractor or chunker)" in out.splitlines()
-    assert _policies(workdir)["docs/c.rst"].startswith("rst:2+")
+    assert _policies(workdir)["docs/c.rst"].startswith("rst:3+")
     code, out, err = run_cli("index", "docs")  # pinned again: nothing more to do
     assert code == 0 and "indexed: added=0 updated=0 unchanged=4 " in out and "re-chunked" not in out
 
