@@ -26,11 +26,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from config.errors import FileSkipped, PipelineError
+from config.errors import FileSkipped, KnowledgeError, PipelineError
 from config.settings import ExtractionSettings
 
 T = TypeVar("T")
@@ -92,27 +92,48 @@ class Extraction:
         func's module and the modules named in needs (a format's reader, its library) are loaded in the
         child before the file's clock starts, once per child: loading docutils is not the file's time.
         """
-        payload = pickle.dumps(("call", func, args), protocol=pickle.HIGHEST_PROTOCOL)
+        outcome = self.call_each(func, [(args, size)], needs)[0]
+        if isinstance(outcome, KnowledgeError):
+            raise outcome
+        return outcome
+
+    def call_each(self, func: Callable[..., T], calls: Sequence[tuple[tuple[Any, ...], int]],
+                  needs: tuple[str, ...] = ()) -> list[T | FileSkipped | PipelineError]:
+        """func(*args) for each (args, size) of calls, in order: what each returned, or the error it met.
+
+        The calls go to one child in one message and their answers stream back one by one, so a batch
+        of files costs one exchange, not one each; each call has its own deadline, counted from the
+        answer before it. A call past its bound is its FileSkipped, and the calls after it go on in a
+        fresh child.
+        """
+        outcomes: list[T | FileSkipped | PipelineError] = []
+        while len(outcomes) < len(calls):
+            outcomes += self._stream(func, calls[len(outcomes):], needs)
+        return outcomes
+
+    def _stream(self, func: Callable[..., T], calls: Sequence[tuple[tuple[Any, ...], int]],
+                needs: tuple[str, ...]) -> list[T | FileSkipped | PipelineError]:
+        """The outcomes of calls through one child; fewer when it had to go (the last one then that call's skip)."""
+        payload = pickle.dumps(("each", func, [args for args, _ in calls]), protocol=pickle.HIGHEST_PROTOCOL)
         child = self._take()
+        done: list[T | FileSkipped | PipelineError] = []
         try:
             child.load((func.__module__, *needs))
-            reply = child.exchange(payload, self.bound.deadline(size))
+            child.send(payload)
+            for _, size in calls:
+                kind, value = child.reply(self.bound.deadline(size))
+                if kind == "memory":  # a MemoryError may leave a library half-initialised: go on afresh
+                    child.kill()
+                    return [*done, FileSkipped(self._memory_reason())]
+                done.append(_outcome(kind, value))
         except _Overrun as exc:
             child.kill()
-            raise FileSkipped(self._overrun_reason(exc, child)) from None
+            return [*done, FileSkipped(self._overrun_reason(exc, child))]
         except BaseException:
             child.kill()
             raise
-        kind, value = reply
-        if kind == "memory":
-            child.kill()  # a MemoryError may leave a library half-initialised: start the next file afresh
-            raise FileSkipped(self._memory_reason())
         self._give_back(child)
-        if kind == "ok":
-            return value  # type: ignore[no-any-return]
-        if kind == "skipped":
-            raise FileSkipped(value)
-        raise PipelineError(value)
+        return done
 
     def close(self) -> None:
         """End every idle child; a child in use ends when its call returns."""
@@ -151,6 +172,13 @@ class Extraction:
 
     def _memory_reason(self) -> str:
         return f"needed more than {self.bound.memory_mib} MiB to read (knowledge.extraction.memory)"
+
+
+def _outcome(kind: str, value: Any) -> Any:
+    """A reply as its call's outcome: what it returned, or the skip or failure it met."""
+    if kind == "ok":
+        return value
+    return FileSkipped(value) if kind == "skipped" else PipelineError(value)
 
 
 class _Overrun(Exception):
@@ -200,15 +228,23 @@ class _Child:
         self.loaded.update(missing)
 
     def exchange(self, payload: bytes, deadline: float) -> tuple[str, Any]:
-        """Send one request and wait for its reply within deadline seconds of the child's CPU."""
+        """Send one request and wait for its one reply within deadline seconds of the child's CPU."""
+        self.send(payload)
+        return self.reply(deadline)
+
+    def send(self, payload: bytes) -> None:
+        """Write one request; _Overrun (died) when the child is gone."""
         assert self.process.stdin is not None
         try:
             self.process.stdin.write(len(payload).to_bytes(_HEADER, "big") + payload)
             self.process.stdin.flush()
         except (BrokenPipeError, ValueError):
-            raise _Overrun(deadline, died=True) from None
-        reply: tuple[str, Any] = pickle.loads(self._receive(deadline))
-        return reply
+            raise _Overrun(0.0, died=True) from None
+
+    def reply(self, deadline: float) -> tuple[str, Any]:
+        """The next reply, within deadline seconds of the child's CPU from now."""
+        answer: tuple[str, Any] = pickle.loads(self._receive(deadline))
+        return answer
 
     def _receive(self, deadline: float) -> bytes:
         """The next frame, bytes read past it kept for the next call; _Overrun past deadline or at EOF."""
@@ -292,8 +328,10 @@ def serve() -> None:
             continue
         if request[0] == "load":
             _reply(replies, _load(request[1]))
-        else:
-            _reply(replies, _run(request[1], request[2]))
+            continue
+        _, func, calls = request  # ("each", func, [args, ...]): one reply a call, written as each is done
+        for args in calls:
+            _reply(replies, _run(func, args))
 
 
 def _load(modules: tuple[str, ...]) -> tuple[str, Any]:

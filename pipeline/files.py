@@ -13,7 +13,7 @@ from typing import Any
 from config.errors import FileSkipped, PipelineError
 from pipeline import formats
 from pipeline.chunker import chunk_text
-from pipeline.extraction import Caller, inline
+from pipeline.extraction import Caller, Extraction, inline
 from pipeline.front_matter import split as split_front_matter
 from pipeline.languages import document_hint
 from pipeline.models import Chunk, Document, FileJob
@@ -168,26 +168,43 @@ def parse_file(path: str, data: bytes) -> Parsed:
     return Parsed(title, chunked.chunks, fields, error, language)
 
 
-def ingest_file(job: FileJob, force: bool = False, call: Caller = inline) -> Document | str:
-    """Read, hash and parse one file (parse_file, run by call: in a bounded child when ingest runs it).
+@dataclass(frozen=True)
+class Read:
+    """A file's bytes as read beneath its root, with their stat and hash: what its parsing needs."""
 
-    Returns the Document, or the string "unchanged" when the content hash equals the stored one
-    (and force is off). Raises FileSkipped (not indexable, or past the extraction bound) or
-    PipelineError (read failure).
+    job: FileJob
+    data: bytes
+    st: os.stat_result
+    digest: str
+
+    @property
+    def reader(self) -> tuple[str, ...]:
+        """The module that parses the file's format (loaded in the extraction child off the file's clock)."""
+        fmt = formats.format_of(self.job.path)
+        return () if fmt is None or not fmt.extractor else (f"pipeline.formats.{fmt.extractor}",)
+
+
+def read_file(job: FileJob, force: bool = False) -> Read | str:
+    """The file's bytes, stat and hash, or "unchanged" when the hash is the stored one (and force is off).
+
+    Raises FileSkipped (symlink, not regular, too large, vanished) or PipelineError (read failure).
     """
     data, st = read_bytes(job.on_disk(job.path), job.on_disk(job.root))
     digest = sha256_hex(data)
     if not force and job.stored_sha256 == digest:
         return "unchanged"
-    fmt = formats.format_of(job.path)
-    reader = () if fmt is None or not fmt.extractor else (f"pipeline.formats.{fmt.extractor}",)
-    parsed = call(parse_file, job.path, data, size=len(data), needs=reader)
+    return Read(job, data, st, digest)
+
+
+def document(read: Read, parsed: Parsed) -> Document:
+    """The Document of a file read and parsed."""
+    job = read.job
     return Document(
         path=job.path,
         root=job.root,
-        sha256=digest,
-        size=st.st_size,
-        mtime_ns=st.st_mtime_ns,
+        sha256=read.digest,
+        size=read.st.st_size,
+        mtime_ns=read.st.st_mtime_ns,
         title=parsed.title,
         chunks=parsed.chunks,
         fields=parsed.fields,
@@ -195,3 +212,43 @@ def ingest_file(job: FileJob, force: bool = False, call: Caller = inline) -> Doc
         policy=formats.policy_of(job.path),
         language=parsed.language,
     )
+
+
+def ingest_file(job: FileJob, force: bool = False, call: Caller = inline) -> Document | str:
+    """Read, hash and parse one file (parse_file, run by call: in a bounded child when ingest runs it).
+
+    Returns the Document, or the string "unchanged" when the content hash equals the stored one
+    (and force is off). Raises FileSkipped (not indexable, or past the extraction bound) or
+    PipelineError (read failure).
+    """
+    read = read_file(job, force)
+    if isinstance(read, str):
+        return read
+    return document(read, call(parse_file, job.path, read.data, size=len(read.data), needs=read.reader))
+
+
+Outcome = Document | str | FileSkipped | PipelineError  # a file's Document, "unchanged", or why it has none
+
+
+def ingest_files(jobs: list[FileJob], force: bool, extraction: Extraction) -> list[Outcome]:
+    """ingest_file of each job, in order, their parsing streamed through one bounded child (Extraction.call_each):
+    a batch of files costs one exchange with it. An error is that file's outcome, never the batch's."""
+    reads: list[Read | Outcome] = []
+    for job in jobs:
+        try:
+            reads.append(read_file(job, force))
+        except (FileSkipped, PipelineError) as exc:
+            reads.append(exc)
+        except Exception as exc:  # noqa: BLE001 - one bad file must not fail the others
+            reads.append(PipelineError(f"unexpected error: {type(exc).__name__}: {exc}"))
+    todo = [r for r in reads if isinstance(r, Read)]
+    needs = tuple(sorted({name for r in todo for name in r.reader}))
+    parsed = iter(extraction.call_each(parse_file, [((r.job.path, r.data), len(r.data)) for r in todo], needs))
+    outcomes: list[Outcome] = []
+    for read in reads:
+        if not isinstance(read, Read):
+            outcomes.append(read)
+            continue
+        found = next(parsed)
+        outcomes.append(found if isinstance(found, (FileSkipped, PipelineError)) else document(read, found))
+    return outcomes

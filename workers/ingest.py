@@ -7,9 +7,9 @@ from typing import Any
 
 from config.errors import FileSkipped, PipelineError
 from config.urls import is_web_path
-from pipeline.extraction import Caller, inline
-from pipeline.files import ingest_file
-from pipeline.models import Document, FileJob
+from pipeline.extraction import Extraction
+from pipeline.files import Outcome, ingest_files
+from pipeline.models import FileJob
 from pipeline.web import TOTAL_SECONDS, PageUnchanged, ingest_url
 from workers import backpressure, embed, payloads
 from workers.backpressure import Verdict
@@ -23,28 +23,38 @@ def batch_key(files: list[list[Any]]) -> str:
     return f"b-{digest[:20]}"
 
 
-def ingest_item(job: FileJob, force: bool, fetch_seconds: float = TOTAL_SECONDS, call: Caller = inline) -> Item:
-    """One file's payload item for the writer: a document, a touch, a skip or a failure.
+def ingest_items(jobs: list[FileJob], force: bool, extraction: Extraction,
+                 fetch_seconds: float = TOTAL_SECONDS) -> list[Item]:
+    """The payload items of a batch's jobs, in order: the files' parsing streamed through one bounded child
+    (pipeline/files.ingest_files), each web page fetched here and converted in a child."""
+    files = [job for job in jobs if not is_web_path(job.path)]
+    read = dict(zip((job.path for job in files), ingest_files(files, force, extraction)))
+    return [_item(job, read[job.path]) if job.path in read else _page(job, force, fetch_seconds, extraction)
+            for job in jobs]
 
-    call runs the file's extraction (in a bounded child process: Runtime.extraction).
-    """
+
+def _page(job: FileJob, force: bool, fetch_seconds: float, extraction: Extraction) -> Item:
+    """A web page's payload item: fetched, then converted under the extraction bound."""
     try:
-        if is_web_path(job.path):
-            result: Document | PageUnchanged | str = ingest_url(job, force=force, total_seconds=fetch_seconds,
-                                                               call=call)
-        else:
-            result = ingest_file(job, force=force, call=call)
-    except FileSkipped as exc:
-        return Skipped(job.path, str(exc))
-    except PipelineError as exc:
-        return Failed(job.path, str(exc))
-    except Exception as exc:  # noqa: BLE001 - one bad file must not fail the run
-        return Failed(job.path, f"unexpected error: {type(exc).__name__}: {exc}")
+        result = ingest_url(job, force=force, total_seconds=fetch_seconds, call=extraction.call)
+    except Exception as exc:  # noqa: BLE001 - one bad page must not fail the run
+        return _item(job, exc)
     if isinstance(result, PageUnchanged):
         return Touch(job.path, result.size, result.mtime_ns)
-    if isinstance(result, str):  # "unchanged": the content hash equals the stored one
+    return _item(job, result)
+
+
+def _item(job: FileJob, outcome: Outcome | Exception) -> Item:
+    """One job's payload item for the writer: a document, a touch, a skip or a failure."""
+    if isinstance(outcome, FileSkipped):
+        return Skipped(job.path, str(outcome))
+    if isinstance(outcome, PipelineError):
+        return Failed(job.path, str(outcome))
+    if isinstance(outcome, Exception):
+        return Failed(job.path, f"unexpected error: {type(outcome).__name__}: {outcome}")
+    if isinstance(outcome, str):  # "unchanged": the content hash equals the stored one
         return Touch(job.path, job.size, job.mtime_ns)
-    return DocumentItem(job.path, result)
+    return DocumentItem(job.path, outcome)
 
 
 def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: bool) -> str | None:
@@ -66,8 +76,8 @@ def ingest_batch(runtime: Runtime, run_id: str, files: list[list[Any]], force: b
         elif not backpressure.writer_room(runtime, run_id):
             backpressure.defer(runtime, run_id, files, force)
             return None
-        items = [ingest_item(FileJob.from_wire(f), force, runtime.settings.fetch_timeout, runtime.extraction.call)
-                 for f in files]
+        items = ingest_items([FileJob.from_wire(f) for f in files], force, runtime.extraction,
+                             runtime.settings.fetch_timeout)
         noted = [(i.path, i.document.front_matter_error) for i in items
                  if isinstance(i, DocumentItem) and i.document.front_matter_error]
         if noted:  # indexed as text all the same; the run summary lists why its fields were not kept

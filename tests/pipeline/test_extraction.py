@@ -118,3 +118,17 @@ def test_a_child_mid_file_ends_when_its_parent_is_killed(tmp_path) -> None:
         time.sleep(0.1)
     else:
         assert not Path(f"/proc/{child}").exists(), "the child outlived its killed parent"
+
+
+def test_a_batch_streams_through_one_child_and_an_overrun_skips_only_its_own_call(pool) -> None:
+    outcomes = pool.call_each(faults.spin, [((0.01,), 0), ((60.0,), 0), ((0.01,), 0), ((0.01,), 0)])
+    assert [type(o).__name__ for o in outcomes] == ["int", "FileSkipped", "int", "int"]
+    assert str(outcomes[1]) == "took longer than 0.5 s to read (knowledge.extraction.timeout)"
+    pids = pool.call_each(faults.pid, [((), 0)] * 3)
+    assert len(set(pids)) == 1  # one child served the whole batch
+
+
+def test_a_batch_keeps_each_calls_own_error_in_its_place(pool) -> None:
+    outcomes = pool.call_each(faults.divide, [((1, 2), 0), ((1, 0), 0), ((3, 4), 0)])
+    assert outcomes[0] == 0.5 and outcomes[2] == 0.75
+    assert isinstance(outcomes[1], PipelineError) and "ZeroDivisionError" in str(outcomes[1])
