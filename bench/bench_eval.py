@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -145,7 +146,7 @@ def checkout_rankings(tree: Path, collections: list[Collection], depth: int,
     """The worker's rankings (bench/lib/evalrun.py) with tree's code first on the path."""
     spec = {"collections": [{"name": c.name, "store": str(c.store), "queries": c.queries} for c in collections],
             "depth": depth, "variants": variants}
-    spec_file, out_file = out / f"spec-{label}.json", out / f"rankings-{label}.json"
+    spec_file, out_file = out / f"spec-{label}-{os.getpid()}.json", out / f"rankings-{label}-{os.getpid()}.json"
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
     command, env = tree_python(tree, str(WORKER), str(spec_file), str(out_file))
     subprocess.run(command, env=env, check=True)
