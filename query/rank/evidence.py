@@ -107,8 +107,10 @@ def _documents(ranked: Ranked, ids: list[int]) -> dict[int, tuple[int, str, str 
 
 
 def breadcrumb_stems(breadcrumbs: Mapping[int, str]) -> dict[int, frozenset[str]]:
-    """{chunk id: the porter stems of its breadcrumb's words}: what BM25 already scores in the heading column."""
-    words = {cid: {w.lower() for w in _WORD.findall(crumb)} for cid, crumb in breadcrumbs.items()}
+    """{chunk id: the porter stems of its breadcrumb's words and of their camelCase parts}: the words BM25 already
+    scores in the heading column, and the parts name_words would split them into (`CAFs` is `ca`, `fs` there)."""
+    words = {cid: {w.lower() for run in _WORD.findall(crumb) for w in (run, *CAMEL.split(run)) if w}
+             for cid, crumb in breadcrumbs.items()}
     stems = STEMMER.stems({w for held in words.values() for w in held})
     return {cid: frozenset(stems.get(w) or w for w in held) for cid, held in words.items()}
 
