@@ -18,6 +18,9 @@ Rows, per collection:
 - `- <stage>`: this tree's lexical ranking with one stage of query/rank/stages.py STAGES left out
   (query.rank.stages.ablated), its differences against `lexical`: a stage is worth its place when
   leaving it out costs the mean and gains nowhere more than 0.005;
+- `set NAME=VALUE` (each `--set`): this tree's lexical ranking with a module constant set, e.g.
+  `--set query.rank.evidence.DOCUMENT_WEIGHT=0.1` (a stage shipped at weight 0, measured switched on),
+  its differences against `lexical`;
 - `fts5 bm25 (whole documents)`: the reference: one FTS5 row per document (title + text, porter
   tokenizer), an OR of the query's words, ranked by FTS5's bm25.
 
@@ -142,7 +145,7 @@ def fts5_reference(collection: Collection, data: Path | None, tree: Path | None,
 
 
 def checkout_rankings(tree: Path, collections: list[Collection], depth: int,
-                      variants: list[tuple[str, list[str]]], out: Path, label: str) -> dict[str, Any]:
+                      variants: list[tuple[str, list[str], dict[str, Any]]], out: Path, label: str) -> dict[str, Any]:
     """The worker's rankings (bench/lib/evalrun.py) with tree's code first on the path."""
     spec = {"collections": [{"name": c.name, "store": str(c.store), "queries": c.queries} for c in collections],
             "depth": depth, "variants": variants}
@@ -221,22 +224,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=100, help="sections ranked per query (Recall@100 needs 100)")
     parser.add_argument("--ablate", default=None,
                         help="comma-separated stages to leave out one at a time (default: every stage but fusion)")
+    parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                        help="a row with a constant set to a JSON value (query.rank.evidence.DOCUMENT_WEIGHT=0.1)")
     parser.add_argument("--only", default=None, help="comma-separated collections to run (default: all at hand)")
     parser.add_argument("--markdown", action="store_true", help="also print the markdown table")
     args = parser.parse_args(argv)
     from query.rank.stages import STAGES
 
     args.out.mkdir(parents=True, exist_ok=True)
+    described = machine()  # the load average at the start
     started = time.monotonic()
     collections, sources = gather(args)
     indexed = time.monotonic() - started
     stages = [s.__name__ for s in STAGES if s.__name__ != "fusion"] if args.ablate is None else \
         [s for s in args.ablate.split(",") if s]
-    variants = [("lexical", []), *[(f"- {s}", [s]) for s in stages]]
+    variants: list[tuple[str, list[str], dict[str, Any]]] = [("lexical", [], {})]
+    variants += [(f"- {s}", [s], {}) for s in stages]
+    for setting in args.set:
+        name, value = setting.split("=", 1)
+        variants.append((f"set {setting}", [], {name: json.loads(value)}))
     runs = {"this": checkout_rankings(ROOT, collections, args.depth, variants, args.out, "this")}
     if args.baseline:
         tree = baseline_tree(args.baseline, args.out)
-        runs["baseline"] = checkout_rankings(tree, collections, args.depth, [("lexical", [])], args.out, "baseline")
+        runs["baseline"] = checkout_rankings(tree, collections, args.depth, [("lexical", [], {})], args.out, "baseline")
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for c in collections:
         rows: dict[str, dict[str, Any]] = {}
@@ -244,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             {"against": "baseline"} if args.baseline else {})
         if args.baseline:
             rows["baseline"] = scores(c, runs["baseline"]["lexical"][c.name])
-        for label, _ in variants[1:]:
+        for label, _, _ in variants[1:]:
             rows[label] = scores(c, runs["this"][label][c.name]) | {"against": "lexical"}
         data, tree_dir = sources[c.name]
         rows["fts5 bm25 (whole documents)"] = scores(c, fts5_reference(c, data, tree_dir, args.depth), False) | {
@@ -254,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         out["mean"] = means(out)
     tiers = "vector and hybrid: need bench/.venv (bench/setup_model_env.sh); " + (
         "present, not yet ranked by this command" if MODEL_PYTHON.exists() else "absent here, skipped")
-    result = {"machine": machine(), "depth": args.depth, "baseline": args.baseline, "tiers": tiers,
+    result = {"machine": described, "load_at_end": round(os.getloadavg()[0], 2), "depth": args.depth,
+              "baseline": args.baseline, "tiers": tiers,
               "seconds": {"index": round(indexed, 1), "total": round(time.monotonic() - started, 1)},
               "collections": out}
     print(json.dumps(result))

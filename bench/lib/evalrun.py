@@ -5,12 +5,13 @@ Run as a file by bench/bench_eval.py with a checkout first on the path (bench.li
 every project import is the checkout's. SPEC is
 
     {"collections": [{"name", "store", "queries": {qid: text}}], "depth": 100,
-     "variants": [[label, [stage names left out]], ...]}
+     "variants": [[label, [stage names left out], {"module.NAME": value set for the variant}], ...]}
 
 and OUT gets {label: {collection: {qid: [stored path, ...]}}}: each query's hits from search_deep's
 lexical ranking `depth` sections deep, mapped to their documents' paths, each path once at its best
 rank. A variant leaving stages out runs under query.rank.stages.ablated (a checkout without it cannot
-run one).
+run one); one setting a module's constant (`query.rank.evidence.DOCUMENT_WEIGHT`: 0.1) runs with it set,
+and the constant is restored after.
 """
 
 from __future__ import annotations
@@ -35,6 +36,24 @@ def _without(names: list[str]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _set(constants: dict[str, Any]) -> Iterator[None]:
+    """The checkout's module constants {"module.NAME": value} set, for the duration."""
+    import importlib
+
+    kept: list[tuple[Any, str, Any]] = []
+    try:
+        for dotted, value in constants.items():
+            module_name, name = dotted.rsplit(".", 1)
+            module = importlib.import_module(module_name)
+            kept.append((module, name, getattr(module, name)))
+            setattr(module, name, value)
+        yield
+    finally:
+        for module, name, value in reversed(kept):
+            setattr(module, name, value)
+
+
 def rankings(spec: dict[str, Any]) -> dict[str, dict[str, dict[str, list[str]]]]:
     """Every variant's document rankings of every collection's queries."""
     import query
@@ -44,9 +63,9 @@ def rankings(spec: dict[str, Any]) -> dict[str, dict[str, dict[str, list[str]]]]
 
     print(f"query package from {Path(query.__path__[0]).resolve()}", file=sys.stderr)
     out: dict[str, dict[str, dict[str, list[str]]]] = {}
-    for label, left_out in spec["variants"]:
+    for label, left_out, constants in spec["variants"]:
         out[label] = {}
-        with _without(left_out):
+        with _without(left_out), _set(constants):
             for collection in spec["collections"]:
                 settings = settings_from_mapping({"directory": collection["store"]})
                 runs: dict[str, list[str]] = {}
