@@ -16,7 +16,7 @@ Rows, per collection:
   the difference columns are against `baseline`, the same ranking by `--baseline REF`'s code run
   from a detached worktree (bench/lib/checkout.py) in the same run;
 - `- <stage>`: this tree's lexical ranking with one stage of query/rank/stages.py STAGES left out
-  (query.rank.stages.ablated), its differences against `lexical`: a stage is worth its place when
+  (query.rank.stages.without), its differences against `lexical`: a stage is worth its place when
   leaving it out costs the mean and gains nowhere more than 0.005;
 - `set NAME=VALUE` (each `--set`): this tree's lexical ranking with a module constant set, e.g.
   `--set query.rank.evidence.DOCUMENT_WEIGHT=0.1` (a stage shipped at weight 0, measured switched on),

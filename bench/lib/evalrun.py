@@ -9,9 +9,9 @@ every project import is the checkout's. SPEC is
 
 and OUT gets {label: {collection: {qid: [stored path, ...]}}}: each query's hits from search_deep's
 lexical ranking `depth` sections deep, mapped to their documents' paths, each path once at its best
-rank. A variant leaving stages out runs under query.rank.stages.ablated (a checkout without it cannot
-run one); one setting a module's constant (`query.rank.evidence.DOCUMENT_WEIGHT`: 0.1) runs with it set,
-and the constant is restored after.
+rank. A variant leaving stages out ranks by query.rank.stages.without(...) set as the module's
+STAGES (a checkout without it cannot run one); one setting a module's constant
+(`query.rank.evidence.DOCUMENT_WEIGHT`: 0.1) runs with it set. Both are put back after.
 """
 
 from __future__ import annotations
@@ -26,14 +26,18 @@ from typing import Any
 
 @contextlib.contextmanager
 def _without(names: list[str]) -> Iterator[None]:
-    """The checkout's stages with `names` left out, for the duration (nothing left out: as shipped)."""
+    """The checkout's stages with `names` left out (query.rank.stages.without), for the duration."""
     if not names:
         yield
         return
     from query.rank import stages
 
-    with stages.ablated(*names):  # type: ignore[attr-defined,unused-ignore]  # an older checkout has none
+    shipped = stages.STAGES
+    stages.STAGES = stages.without(*names)  # type: ignore[attr-defined,unused-ignore]  # an older checkout has none
+    try:
         yield
+    finally:
+        stages.STAGES = shipped
 
 
 @contextlib.contextmanager

@@ -19,9 +19,6 @@ so it re-orders candidates without breaking one; unconfigured, it returns its in
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 from query.fusion import diversified_prefix, rrf
 from query.rank.evidence import documents, names
 from query.rank.language import language
@@ -70,21 +67,16 @@ def diversity(ranked: Ranked) -> Ranked:
 STAGES: tuple[Stage, ...] = (cjk_length, names, documents, fusion, rerank, verbatim, language, diversity)
 
 
-@contextlib.contextmanager
-def ablated(*names: str) -> Iterator[None]:
-    """Evaluation only (bench/bench_eval.py): STAGES with the named stages left out, for the duration.
 
-    query/rank/pipeline.py reads STAGES at each ranking, so every search in the block ranks without them.
-    Not thread-safe and never used by search itself; fusion cannot be left out (it makes the ranking).
+def without(*names: str) -> tuple[Stage, ...]:
+    """STAGES with the named stages left out: what evaluation ranks by to measure each stage (bench/bench_eval.py).
+
+    query/rank/pipeline.py reads STAGES at each ranking, so evaluation sets this module's STAGES to the answer
+    for a while (bench/lib/evalrun.py) and puts it back; search itself never does. Fusion cannot be left out
+    (it makes the ranking); an unknown name is a ValueError.
     """
-    global STAGES
     known = {stage.__name__ for stage in STAGES}
     unknown = sorted(set(names) - known) + (["fusion"] if "fusion" in names else [])
     if unknown:
         raise ValueError(f"cannot leave out {', '.join(unknown)}; the stages are {', '.join(sorted(known))}")
-    kept = STAGES
-    STAGES = tuple(stage for stage in kept if stage.__name__ not in names)
-    try:
-        yield
-    finally:
-        STAGES = kept
+    return tuple(stage for stage in STAGES if stage.__name__ not in names)
