@@ -65,3 +65,18 @@ def diversity(ranked: Ranked) -> Ranked:
 
 
 STAGES: tuple[Stage, ...] = (cjk_length, names, documents, fusion, rerank, verbatim, language, diversity)
+
+
+
+def without(*names: str) -> tuple[Stage, ...]:
+    """STAGES with the named stages left out: what evaluation ranks by to measure each stage (bench/bench_eval.py).
+
+    query/rank/pipeline.py reads STAGES at each ranking, so evaluation sets this module's STAGES to the answer
+    for a while (bench/lib/evalrun.py) and puts it back; search itself never does. Fusion cannot be left out
+    (it makes the ranking); an unknown name is a ValueError.
+    """
+    known = {stage.__name__ for stage in STAGES}
+    unknown = sorted(set(names) - known) + (["fusion"] if "fusion" in names else [])
+    if unknown:
+        raise ValueError(f"cannot leave out {', '.join(unknown)}; the stages are {', '.join(sorted(known))}")
+    return tuple(stage for stage in STAGES if stage.__name__ not in names)

@@ -112,3 +112,33 @@ def test_a_camel_case_query_word_also_finds_the_prose_that_writes_its_parts(tmp_
             "docs/other.md": "# Other\n\nNothing about that here.\n"}
     settings = build_store(store_settings(tmp_path), docs)
     assert [h.path for h in search(settings, "CORSMiddleware", 5).hits] == ["docs/cors.md"]
+
+
+# Issue 30: one page's section holds the word in its own heading and body; another page holds it only in its
+# title (the first heading, so the first step of each of its sections' breadcrumbs), and names nothing else.
+PINNED = {
+    "docs/guide.md": "# Guide\n\n## Websockets\n\nWebsockets keep one connection open for messages both ways.\n",
+    "docs/notes.md": "# Websockets and more\n\n## Setup\n\nInstall the server, then start it with its defaults.\n",
+    **{f"docs/misc/page{i}.md": f"# Page {i}\n\nA note on the {topic} and the people who keep it.\n"
+       for i, topic in enumerate(["harbour", "orchard", "bakery", "railway", "glacier", "market", "theatre"])},
+}
+
+
+def test_a_section_holding_the_word_in_its_heading_and_body_ranks_above_one_holding_it_in_its_title(
+        tmp_path: Path) -> None:
+    from pipeline.bm25 import BM25
+
+    assert BM25.weights == (1.0, 2.0)  # the seeds' weights: body 1.0, breadcrumb 2.0
+    settings = build_store(store_settings(tmp_path), PINNED)
+    found = to_json(search(settings, "websockets", 5, explain=True))["results"]
+    sections = [(r["path"], r["section"]) for r in found]
+    assert sections.index(("docs/guide.md", "Guide > Websockets")) < sections.index(
+        ("docs/notes.md", "Websockets and more > Setup"))
+    # The title is the breadcrumb's first step: BM25 scores it there, and the names field does not weigh it again.
+    assert all("names" not in r["explain"].get("stages", {}) for r in found)
+
+
+def test_a_file_name_word_the_breadcrumb_lacks_still_lifts(store: Settings) -> None:
+    found = to_json(search(store, "validators", 5, explain=True))["results"]
+    top = next(r for r in found if r["path"] == "docs/concepts/validators.md")
+    assert top["explain"]["stages"]["names"].startswith("+")

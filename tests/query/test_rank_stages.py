@@ -108,3 +108,18 @@ def test_search_reads_the_query_once_and_hands_the_reading_back(configured: Path
     response = search(store_settings(configured.parent.parent), text)
     assert response.query == parsed and response.hits
     assert all("Audit" not in h.section for h in response.hits)
+
+
+
+def test_evaluation_can_leave_a_stage_out_and_never_fusion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = build_store(store_settings(tmp_path), DOCS)
+    shipped = stages.STAGES
+    assert stages.without("diversity") == tuple(s for s in shipped if s.__name__ != "diversity")
+    assert stages.without() == shipped
+    for wrong in ("fusion", "nonesuch"):
+        with pytest.raises(ValueError, match=wrong):
+            stages.without(wrong)
+    with_diversity = [h.path for h in search(settings, "retention", 5).hits]
+    monkeypatch.setattr(stages, "STAGES", stages.without("diversity"))  # as bench/lib/evalrun.py does
+    assert [h.path for h in search(settings, "retention", 5).hits][:3] == ["docs/retention.md"] * 3
+    assert with_diversity[:3].count("docs/retention.md") == 2  # the document allowance, with diversity
