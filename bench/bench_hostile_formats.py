@@ -1,8 +1,9 @@
 """Wall time and peak RSS of each format reader on the hostile files of issue 33, one child process a case.
 
-Each case builds its file (tests/faults/hostile_files.py, at the issue's size unless --scale shrinks
-it), then times `BY_NAME[format].extract(data)` alone in a fresh interpreter; a case still running at
---limit seconds is killed and reported as such. Usage:
+Each case builds its file (tests/faults/hostile_files.py, at the issue's size), then times
+`BY_NAME[format].extract(data)` alone (for markdown, `chunk_text`) in a fresh interpreter under
+/usr/bin/time -v (peak RSS, building the file included); a case still running at --limit seconds is
+killed and reported as such. Usage:
 
     .venv/bin/python -m bench.bench_hostile_formats [--limit 120] [--only NAME ...] [--json]
 """
@@ -29,18 +30,22 @@ CASES: dict[str, tuple[str, str]] = {  # name -> (format, builder call in tests.
     "pdf 5,000 pages, one blank stream": ("pdf", "pdf_pages(5000, blank_stream(200_000), 'pdflast')"),
     "rst simple table, 150,000 rows": ("rst", "rst_table(150_000)"),
     "rst line of 20,000 characters": ("rst", "rst_long_line(20_000)"),
+    "markdown heading, 500,000 spaces": ("markdown", "markdown_heading(500_000)"),
 }
 
 _CHILD = """
 import sys, time
 from config.errors import FileSkipped
+from pipeline.chunker import chunk_text
 from pipeline.formats import BY_NAME
 from tests.faults import hostile_files as h
 data = eval(sys.argv[2], vars(h))
 start = time.perf_counter()
 try:
-    out = BY_NAME[sys.argv[1]].extract(data)
-    outcome = f"{len(out.text)} chars of text"
+    if sys.argv[1] == "markdown":  # read as the chunker reads it (markdown's extraction is its body as written)
+        outcome = f"{len(chunk_text(data.decode()).chunks)} chunks"
+    else:
+        outcome = f"{len(BY_NAME[sys.argv[1]].extract(data).text)} chars of text"
 except FileSkipped as exc:
     outcome = f"skipped: {exc}"
 print(f"{len(data)}\\t{time.perf_counter() - start:.3f}\\t{outcome}")

@@ -13,12 +13,12 @@ import re
 
 from pipeline.outline import Block, Section
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")  # its trailing spaces and tabs are cut in Python
 # An attribute list closing a heading, as MkDocs (attr_list), Pandoc, Hugo and kramdown write it:
 # `{ #websockets }`, `{#id .class}`, `{: #id }`, `{ .class key=value }`. It names the heading's anchor
 # and style; it is neither breadcrumb nor text.
-_ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*(?:(?:[#.][\w:-]+|[\w-]+=(?:\"[^\"]*\"|\S+?))[ \t]*)+\}[ \t]*$")
+_ATTRIBUTES = re.compile(r"\{:?[ \t]*(?:(?:[#.][\w:-]+|[\w-]+=(?:\"[^\"]*\"|\S+?))[ \t]*)+\}[ \t]*")
+_ATTRIBUTE_TRIES = 4  # the last `{`s tried as an attribute list's start
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
@@ -29,9 +29,29 @@ def parse_heading(line: str) -> tuple[int, str] | None:
     match = _HEADING.match(line)
     if match is None or match.group(2) is None:
         return None
-    text = _CLOSING_HASHES.sub("", match.group(2)).strip()
-    text = _ATTRIBUTES.sub("", text).strip()
+    text = _without_attributes(_without_closing_hashes(match.group(2).rstrip(" \t")).strip()).strip()
     return len(match.group(1)), _without_inline_html(text)
+
+
+def _without_closing_hashes(text: str) -> str:
+    """text without a closing run of `#` that whitespace (or nothing) precedes (`## Install ##`). A regular
+    expression searched for it from every place in a run of spaces: quadratic in the run."""
+    bare = text.rstrip("#")
+    if bare != text and (not bare or bare[-1] in " \t"):
+        return bare.rstrip(" \t")
+    return text
+
+
+def _without_attributes(text: str) -> str:
+    """text without a closing attribute list, tried from its last few `{` (not from every space before one)."""
+    start = len(text)
+    for _ in range(_ATTRIBUTE_TRIES):
+        start = text.rfind("{", 0, start)
+        if start < 0:
+            break
+        if _ATTRIBUTES.fullmatch(text, start):
+            return text[:start].rstrip(" \t")
+    return text
 
 
 # Inline HTML a heading carries (`<a href=.. target="_blank">WebSockets</a>`, `<abbr>`, `<code>`): the tags
