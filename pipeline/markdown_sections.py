@@ -18,6 +18,7 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")  # its trailing spaces
 # `{ #websockets }`, `{#id .class}`, `{: #id }`, `{ .class key=value }`. It names the heading's anchor
 # and style; it is neither breadcrumb nor text.
 _ATTRIBUTES = re.compile(r"\{:?[ \t]*(?:(?:[#.][\w:-]+|[\w-]+=(?:\"[^\"]*\"|\S+?))[ \t]*)+\}[ \t]*")
+_ATTRIBUTE_ID = re.compile(r"(?<=[{ \t:])#([\w:-]+)")
 _ATTRIBUTE_TRIES = 4  # the last `{`s tried as an attribute list's start
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
@@ -26,11 +27,18 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 def parse_heading(line: str) -> tuple[int, str] | None:
     """(level, text) when line is an ATX heading, else None (`#include` and a bare `#` are text)."""
+    heading = _heading(line)
+    return None if heading is None else heading[:2]
+
+
+def _heading(line: str) -> tuple[int, str, str] | None:
+    """(level, text, the id its attribute list names or '') when line is an ATX heading, else None."""
     match = _HEADING.match(line)
     if match is None or match.group(2) is None:
         return None
-    text = _without_attributes(_without_closing_hashes(match.group(2).rstrip(" \t")).strip()).strip()
-    return len(match.group(1)), _without_inline_html(text)
+    text = _without_closing_hashes(match.group(2).rstrip(" \t")).strip()
+    bare, anchor = _without_attributes(text)
+    return len(match.group(1)), _without_inline_html(bare.strip()), anchor
 
 
 def _without_closing_hashes(text: str) -> str:
@@ -42,16 +50,18 @@ def _without_closing_hashes(text: str) -> str:
     return text
 
 
-def _without_attributes(text: str) -> str:
-    """text without a closing attribute list, tried from its last few `{` (not from every space before one)."""
+def _without_attributes(text: str) -> tuple[str, str]:
+    """text without a closing attribute list (tried from its last few `{`, not from every space before
+    one), and the id the list names ('' when none)."""
     start = len(text)
     for _ in range(_ATTRIBUTE_TRIES):
         start = text.rfind("{", 0, start)
         if start < 0:
             break
         if _ATTRIBUTES.fullmatch(text, start):
-            return text[:start].rstrip(" \t")
-    return text
+            named = _ATTRIBUTE_ID.search(text, start)
+            return text[:start].rstrip(" \t"), named.group(1) if named else ""
+    return text, ""
 
 
 # Inline HTML a heading carries (`<a href=.. target="_blank">WebSockets</a>`, `<abbr>`, `<code>`): the tags
@@ -93,9 +103,9 @@ def fence_end(lines: list[str], start: int) -> tuple[int, bool]:
     return len(lines), False
 
 
-def _blocks(lines: list[str]) -> list[tuple[str, tuple[int, str] | str]]:
+def _blocks(lines: list[str]) -> list[tuple[str, tuple[int, str, str] | str]]:
     """Group lines into ('heading', (level, text)), ('fence', text) and ('para', text) blocks."""
-    out: list[tuple[str, tuple[int, str] | str]] = []
+    out: list[tuple[str, tuple[int, str, str] | str]] = []
     para: list[str] = []
 
     def flush() -> None:
@@ -116,7 +126,7 @@ def _blocks(lines: list[str]) -> list[tuple[str, tuple[int, str] | str]]:
                 block.pop()
             out.append(("fence", "\n".join(block)))
             continue
-        heading = parse_heading(line)
+        heading = _heading(line)
         if heading is not None:
             flush()
             out.append(("heading", heading))
@@ -134,19 +144,19 @@ def sections(text: str) -> tuple[Section, ...]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     stack: list[tuple[int, str]] = []
     out: list[Section] = []
-    heading, level = "", 0
+    heading, level, anchor = "", 0, ""
     blocks: list[Block] = []
     for kind, value in _blocks(text.split("\n")):
         if isinstance(value, tuple):
             if blocks or level:
-                out.append(Section(heading, level, _path(stack), "", tuple(blocks)))
+                out.append(Section(heading, level, _path(stack), anchor, tuple(blocks)))
             blocks = []
-            level, heading = value
+            level, heading, anchor = value
             _nest(stack, level, heading)
             continue
         blocks.append(Block("code" if kind == "fence" else "para", value))
     if blocks or level:
-        out.append(Section(heading, level, _path(stack), "", tuple(blocks)))
+        out.append(Section(heading, level, _path(stack), anchor, tuple(blocks)))
     return tuple(out)
 
 

@@ -74,3 +74,9 @@ def test_a_front_matter_problem_is_a_note_of_the_outline() -> None:
 def test_decode_lives_in_formats_and_pipeline_files_still_offers_it() -> None:
     assert files.decode is decoding.decode
     assert decoding.decode("\ufeffhé".encode()) == "hé"
+
+
+def test_a_markdown_heading_s_attribute_list_id_is_its_section_s_anchor_and_not_its_text() -> None:
+    found = sections("## WebSockets { #websockets }\n\nbody\n\n## Plain\n\nmore\n\n## Styled {.wide #w-1 key=v}\n")
+    assert [(s.heading, s.anchor) for s in found] == [("WebSockets", "websockets"), ("Plain", ""),
+                                                      ("Styled", "w-1")]
