@@ -14,6 +14,7 @@ from config.errors import FileSkipped, PipelineError
 from pipeline import formats
 from pipeline.chunker import chunk_text
 from pipeline.extraction import Caller, Extraction, inline
+from pipeline.formats.decoding import decode as decode  # re-exported: it moved into formats/ (issue 31)
 from pipeline.front_matter import split as split_front_matter
 from pipeline.languages import document_hint
 from pipeline.models import Chunk, Document, FileJob
@@ -116,17 +117,6 @@ def read_bytes(path: str, root: str | None = None) -> tuple[bytes, os.stat_resul
     if len(data) > limit:
         raise FileSkipped(f"too large (over {limit} bytes)")
     return data, st
-
-
-def decode(data: bytes) -> str:
-    """UTF-8 text of data (a BOM dropped); raise FileSkipped for binary or other encodings."""
-    if b"\x00" in data:
-        raise FileSkipped("binary file (contains NUL bytes)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileSkipped(f"not UTF-8 (invalid byte at offset {exc.start})") from exc
-    return text.removeprefix("\ufeff")
 
 
 def sha256_hex(data: bytes) -> str:

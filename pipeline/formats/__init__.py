@@ -3,7 +3,9 @@
 One owner for the list of extensions: the walker, the watcher, URL ingestion and `index --dry-run`
 ask this module. Each format names the extractor (a module of this package, imported only when a
 file of that format is read, so read commands never load docutils, pypdf or expat) that turns
-a file's bytes into the structure the markdown path produces (pipeline/formats/outline.py).
+a file's bytes into the structure the markdown path produces (pipeline/formats/outline.py); markdown
+and text have theirs too (plain.py). `Format.outline` hands that over as a pipeline.outline.Outline:
+sections with heading path, level, anchor and blocks, which pipeline.chunker.pack turns into chunks.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from config.errors import FileSkipped
-from pipeline import chunker
+from pipeline import chunker, markdown_sections
 from pipeline.formats.outline import Extracted
+from pipeline.outline import Outline
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -29,7 +32,7 @@ class Format:
     name: str
     extensions: tuple[str, ...]
     max_bytes: int
-    extractor: str  # the module of pipeline.formats holding extract(data: bytes) -> Extracted ('' = plain)
+    extractor: str  # the module of pipeline.formats holding extract(data: bytes) -> Extracted
     library: str | None = None  # the distribution it reads with (for doctor), None for the stdlib
     keeps: str = ""
     version: str = "1"  # the extractor's version: raise it when the same bytes would give other text
@@ -48,10 +51,23 @@ class Format:
         extracted: Extracted = module.extract(data)
         return extracted
 
+    def outline(self, data: bytes) -> Outline:
+        """The outline of data: its extraction read into sections, each heading's anchor kept; raise
+        FileSkipped when it cannot be read. pipeline.chunker.pack(outline.sections) gives the chunks."""
+        extracted = self.extract(data)
+        notes = (extracted.front_matter_error,) if extracted.front_matter_error else ()
+        read = Outline(extracted.title, markdown_sections.sections(extracted.text), extracted.fields, notes,
+                       extracted.warnings)
+        anchors = []
+        for heading, anchor in extracted.anchors:
+            parsed = markdown_sections.parse_heading("# " + heading)
+            anchors.append((parsed[1] if parsed else heading, anchor))
+        return read.with_anchors(anchors)
+
 
 FORMATS: tuple[Format, ...] = (
-    Format("markdown", (".md", ".markdown"), 512 * KIB, "", keeps="as written: ATX headings, fences"),
-    Format("text", (".txt", ".text"), 512 * KIB, "", keeps="as written"),
+    Format("markdown", (".md", ".markdown"), 512 * KIB, "plain", keeps="as written: ATX headings, fences"),
+    Format("text", (".txt", ".text"), 512 * KIB, "plain", keeps="as written"),
     Format("html", (".html", ".htm"), 4 * MIB, "html_file",
            keeps="h1-h6 headings, text, lists, tables, pre; script/style/nav/footer dropped"),
     Format("mdx", (".mdx",), 512 * KIB, "mdx", keeps="markdown; import/export lines and JSX tags dropped"),
@@ -68,7 +84,7 @@ FORMATS: tuple[Format, ...] = (
 BY_NAME = {f.name: f for f in FORMATS}
 BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}
 EXTENSIONS = frozenset(BY_EXTENSION)
-PLAIN = frozenset({"markdown", "text"})  # read exactly as before the registry: no extractor between
+PLAIN = frozenset({"markdown", "text"})  # read as written (formats/plain.py: front matter, then the body)
 
 def extension(path: str) -> str:
     """The lowercased extension of path ('' when none)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.files import decode
+from pipeline.formats.decoding import decode
 from pipeline.formats.outline import Extracted, Outline
 
 _HEADING = re.compile(r"^(={1,6})\s+(\S.*)$")  # its trailing `=` and spaces are cut by _heading_text

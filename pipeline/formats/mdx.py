@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from pipeline.chunker import fence_end
-from pipeline.files import decode
+from pipeline.formats.decoding import decode
 from pipeline.formats.outline import Extracted, check_size
 from pipeline.front_matter import split as split_front_matter
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.files import decode
+from pipeline.formats.decoding import decode
 from pipeline.formats.outline import Extracted, Outline
 
 _HEADING = re.compile(r"^(\*+)\s+(?:(?:TODO|DONE|NEXT|WAITING|CANCELLED)\s+)?(?:\[#[A-Z0-9]\]\s+)?(.*)$")

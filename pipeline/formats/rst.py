@@ -23,7 +23,7 @@ from docutils.core import publish_doctree
 from docutils.parsers.rst import Directive, directives, roles
 
 from config.errors import FileSkipped
-from pipeline.files import decode
+from pipeline.formats.decoding import decode
 from pipeline.formats.outline import Extracted, Outline, one_line
 from pipeline.formats.rst_tables import bound_tables
 

@@ -6,7 +6,8 @@ looked each paragraph's style up again: about 5 ms a paragraph). What is read is
 `Document.iter_inner_content()`, `Paragraph.text` and `_Row.cells` give: the body's own `w:p` and
 `w:tbl`; a paragraph's text from its runs and hyperlinked runs (`w:t`, tabs, breaks); a table's rows
 as their cells' paragraphs, a cell spanning columns repeated (at most MAX_SPAN times) and a
-vertically merged one read from the cell above it. A part declaring XML entities is refused.
+vertically merged one read from the cell above it. A part declaring XML entities is refused, and so is
+a document part of over MAX_ELEMENTS elements (ten million empty paragraphs in an 88 KB file).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from config.errors import FileSkipped
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MAX_SPAN = 64  # Word's own limit is 63 columns; a larger w:gridSpan is hostile, not a table
+MAX_ELEMENTS = 2_000_000  # XML elements in the document part: a 1,000-page report has well under a million
 _RUN_TEXT = {"tab": "\t", "ptab": "\t", "cr": "\n", "noBreakHyphen": "-"}
 _READ_SIZE = 1 << 20
 _W_PREFIX = W + " "
@@ -98,12 +100,16 @@ class _BodyReader:
         self._paragraph: Paragraph | None = None
         self._cells: _Cells | None = None
         self._depth = 0  # the path length at which the current paragraph's element sits
+        self._elements = 0
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         tag = name[_W_LENGTH:] if name.startswith(_W_PREFIX) else None
         path = self._path
         path.append(tag)
         depth = len(path)
+        self._elements += 1
+        if self._elements > MAX_ELEMENTS:
+            raise FileSkipped(f"DOCX of over {MAX_ELEMENTS:,} XML elements (empty paragraphs or cells by the million)")
         if depth == 3 and path[1] == "body":
             if tag == "p":
                 self._paragraph, self._depth = Paragraph(), 3

@@ -102,3 +102,9 @@ def rst_table(rows: int = 150_000) -> bytes:
 def rst_long_line(length: int = 20_000) -> bytes:
     """An rst paragraph with one line over docutils' default line_length_limit of 10,000."""
     return ("Guide\n=====\n\nrstlongstart " + "word " * (length // 5) + "rstlongend\n\nAfter it.\n").encode()
+
+
+def markdown_heading(spaces: int = 500_000) -> bytes:
+    """A markdown heading of spaces (the heading pattern's lazy text against its trailing whitespace, and
+    the closing-hashes and attribute-list patterns tried from every space)."""
+    return b"# x" + b" " * spaces + b"y {#id}\n\nmdafter words\n"

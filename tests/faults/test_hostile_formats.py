@@ -155,3 +155,18 @@ def test_an_rst_line_of_20000_characters_is_indexed_with_the_rest_of_the_file() 
     assert extracted.warnings == 0
     sections = _sections("rst", hostile.rst_long_line(20_000))
     assert "rstlongend" in sections["Guide"] and "After it." in sections["Guide"]
+
+
+@pytest.mark.timeout(20)
+def test_a_markdown_heading_of_500000_spaces_is_read_at_once() -> None:
+    chunked = chunk_text("# x" + " " * 500_000 + "y {#id}\n\nmdafter words\n")
+    assert chunked.title == "x" + " " * 500_000 + "y"
+    assert chunked.chunks[0].body == "mdafter words"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("paragraphs", "cells"), [(10_000_000, 0), (0, 3_300_000)])
+def test_a_docx_of_millions_of_empty_paragraphs_or_cells_is_refused_with_its_reason(paragraphs: int,
+                                                                                    cells: int) -> None:
+    with pytest.raises(FileSkipped, match="XML elements"):
+        BY_NAME["docx"].extract(hostile.docx_paragraphs(paragraphs, cells=cells))
