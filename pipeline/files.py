@@ -12,10 +12,9 @@ from typing import Any
 
 from config.errors import FileSkipped, PipelineError
 from pipeline import formats
-from pipeline.chunker import chunk_text
+from pipeline.chunker import pack
 from pipeline.extraction import Caller, Extraction, inline
 from pipeline.formats.decoding import decode as decode  # re-exported: it moved into formats/ (issue 31)
-from pipeline.front_matter import split as split_front_matter
 from pipeline.languages import document_hint
 from pipeline.models import Chunk, Document, FileJob
 from pipeline.walker import not_regular
@@ -138,22 +137,17 @@ class Parsed:
 def parse_file(path: str, data: bytes) -> Parsed:
     """The sections of a file's bytes, read by the format of path; raise FileSkipped when none can be read.
 
-    A markdown or text file is chunked as written (a leading front-matter block gives fields and
-    title, not text); any other format goes through its extractor (pipeline/formats) to the same
-    markdown first. Ingest runs this under the extraction bound (pipeline/extraction.py).
+    Every format (markdown and text too: a leading front-matter block gives fields and title, not
+    text) hands over an Outline (pipeline/formats), whose sections the chunker packs. A file of no
+    format is read as markdown. Ingest runs this under the extraction bound (pipeline/extraction.py).
     """
-    fmt = formats.format_of(path)
-    if fmt is None or fmt.name in formats.PLAIN:
-        matter = split_front_matter(decode(data))
-        chunked = chunk_text(matter.body)
-        title, fields, error = matter.title, matter.fields, matter.error
-    else:
-        extracted = fmt.extract(data)
-        chunked = chunk_text(extracted.text)
-        title, fields, error = extracted.title, extracted.fields, extracted.front_matter_error
-        if not chunked.chunks:
-            raise FileSkipped(f"no text found in this {fmt.name} file")
-    title = title or chunked.title
+    fmt = formats.format_of(path) or formats.BY_NAME["markdown"]
+    outline = fmt.outline(data)
+    chunked = pack(outline.sections)
+    if fmt.name not in formats.PLAIN and not chunked.chunks:
+        raise FileSkipped(f"no text found in this {fmt.name} file")
+    title, fields = outline.title or chunked.title, outline.fields
+    error = outline.notes[0] if outline.notes else None
     language = document_hint(fields, title, (c.body for c in chunked.chunks))
     return Parsed(title, chunked.chunks, fields, error, language)
 
