@@ -8,7 +8,7 @@ statistics the store and LexicalStats hold); `run` may still decline (None) when
 cannot prove the answer, and query/lexical/tier.py then runs the next cheapest plan. A plan is
 `exact` when the answer it serves is proven to be the full query's; an inexact one (an impact list
 older than the table, a shaped answer the bound could not prove) is planned only when the request
-permits it (`knowledge.search.unproven_lexical`).
+permits it (`knowledge.unproven_lexical`).
 """
 
 from __future__ import annotations
