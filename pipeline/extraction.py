@@ -115,7 +115,10 @@ class Extraction:
                 needs: tuple[str, ...]) -> list[T | FileSkipped | PipelineError]:
         """The outcomes of calls through one child; fewer when it had to go (the last one then that call's skip)."""
         payload = pickle.dumps(("each", func, [args for args, _ in calls]), protocol=pickle.HIGHEST_PROTOCOL)
-        child = self._take()
+        try:
+            child = self._take()
+        except PipelineError as exc:  # no child could start: every call says so, none is lost silently
+            return [exc for _ in calls]
         done: list[T | FileSkipped | PipelineError] = []
         try:
             child.load((func.__module__, *needs))

@@ -132,3 +132,10 @@ def test_a_batch_keeps_each_calls_own_error_in_its_place(pool) -> None:
     outcomes = pool.call_each(faults.divide, [((1, 2), 0), ((1, 0), 0), ((3, 4), 0)])
     assert outcomes[0] == 0.5 and outcomes[2] == 0.75
     assert isinstance(outcomes[1], PipelineError) and "ZeroDivisionError" in str(outcomes[1])
+
+
+def test_a_child_that_cannot_start_fails_each_call_of_the_batch_naming_it() -> None:
+    with Extraction(Bound(seconds=5.0, memory_mib=8)) as starved:  # too little for Python's own imports
+        outcomes = starved.call_each(faults.pid, [((), 0), ((), 0)])
+    assert [type(o) for o in outcomes] == [PipelineError, PipelineError]
+    assert all("the process that reads files did not start" in str(o) for o in outcomes)
