@@ -123,19 +123,23 @@ def _idf(rows: int, held: int | None) -> float:
 
 
 def names_bonus(terms: Mapping[str, float], names: Mapping[int, Sequence[str]],
-                sections: Mapping[int, tuple[int, frozenset[str]]]) -> dict[int, float]:
+                sections: Mapping[int, tuple[int, str]]) -> dict[int, float]:
     """{chunk id: what its document's name field adds} for query terms {stem: idf}, documents' name words and
-    the sections {chunk id: (document id, its breadcrumb's stems)}: a term the breadcrumb holds adds nothing."""
+    the sections {chunk id: (document id, its breadcrumb)}: a term the breadcrumb holds adds nothing. Only the
+    breadcrumbs of sections whose document's name holds a query term are stemmed."""
     stems = STEMMER.stems({w for words in names.values() for w in words})
     fields = {doc: {stems.get(w, w) for w in words} for doc, words in names.items()}
     mean = sum(len(words) for words in names.values()) / len(names) if names else 0.0
+    if not mean:
+        return {}
+    named = {cid: found for cid, (doc, _) in sections.items()
+             if (found := [stem for stem in terms if stem in fields.get(doc, ())])}
+    crumbs = breadcrumb_stems({cid: sections[cid][1] for cid in named})
     out: dict[int, float] = {}
-    for cid, (doc, crumb) in sections.items():
-        held = fields.get(doc)
-        if not held or not mean:
-            continue
-        matched = [idf for stem, idf in terms.items() if stem in held and stem not in crumb]
+    for cid, found in named.items():
+        matched = [terms[stem] for stem in found if stem not in crumbs[cid]]
         if matched:
+            doc = sections[cid][0]
             out[cid] = NAMES_WEIGHT * BM25.part(sum(matched), 1.0, float(len(names[doc])), mean)
     return out
 
@@ -162,8 +166,7 @@ def names(ranked: Ranked) -> Ranked:
     weights = {stems[t]: _idf(rows, held.get(t)) * context.query.lexical.repeat(t) for t in terms if stems.get(t)}
     kept = context.reader.caches.of(NameWords)
     docs = {doc: kept.of(path, title) for doc, path, title, _ in owners.values()}
-    crumbs = breadcrumb_stems({cid: owner[3] for cid, owner in owners.items()})
-    added = names_bonus(weights, docs, {cid: (owner[0], crumbs[cid]) for cid, owner in owners.items()})
+    added = names_bonus(weights, docs, {cid: (owner[0], owner[3]) for cid, owner in owners.items()})
     return _rescored(ranked, NAMES, added) if added else ranked
 
 
