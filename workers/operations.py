@@ -66,9 +66,16 @@ def _require(settings: Settings) -> None:
 
 
 class _WholeStore:
-    """An operation on the whole store with no fields: its wire form is its name alone."""
+    """An operation on the whole store with no fields: its wire form is its name alone; by default it needs a
+    store to exist (IndexNotBuilt without one) and may wait an hour for the lock."""
 
     name: ClassVar[str]
+    wait_s: ClassVar[float] = 3600.0
+    whole_store: ClassVar[bool] = True
+
+    def needless(self, settings: Settings) -> Wire | None:
+        _require(settings)
+        return None
 
     def to_wire(self) -> Wire:
         return {"op": self.name}
@@ -114,12 +121,6 @@ class Rebuild(_WholeStore):
 
     name: ClassVar[str] = "rebuild"
     command: ClassVar[str] = "knowledge rebuild"
-    wait_s: ClassVar[float] = 3600.0
-    whole_store: ClassVar[bool] = True
-
-    def needless(self, settings: Settings) -> Wire | None:
-        _require(settings)
-        return None
 
     def apply(self, held: HeldStore) -> Wire:
         with held.replacing():
@@ -135,12 +136,6 @@ class Vacuum(_WholeStore):
 
     name: ClassVar[str] = "vacuum"
     command: ClassVar[str] = "knowledge vacuum"
-    wait_s: ClassVar[float] = 3600.0
-    whole_store: ClassVar[bool] = True
-
-    def needless(self, settings: Settings) -> Wire | None:
-        _require(settings)
-        return None
 
     def apply(self, held: HeldStore) -> Wire:
         with held.replacing():
@@ -158,10 +153,9 @@ class Reset(_WholeStore):
     name: ClassVar[str] = "reset"
     command: ClassVar[str] = "knowledge reset"
     wait_s: ClassVar[float] = 600.0
-    whole_store: ClassVar[bool] = True
 
     def needless(self, settings: Settings) -> Wire | None:
-        return None
+        return None  # a missing store is reset too: to an empty one
 
     def apply(self, held: HeldStore) -> Wire:
         with held.replacing():

@@ -74,17 +74,7 @@ def pdf_pages(count: int, stream: str = "", text_on_last: str = "") -> bytes:
         objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] {resources} /Contents {contents} 0 R >>")
     if own:
         objects.append(f"<< /Length {len(own)} >>\nstream\n{own}\nendstream")
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(out.tell())
-        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
-    xref = out.tell()
-    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    out.write("".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode())
-    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
-    return out.getvalue()
+    return samples.pdf_file(objects)
 
 
 def blank_stream(operators: int = 20_000) -> str:

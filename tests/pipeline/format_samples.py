@@ -111,6 +111,12 @@ def pdf(pages: list[str], title: str = "Field Manual") -> bytes:
                        f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>")
         objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
     objects.append(f"<< /Title ({_pdf_text(title)}) >>")
+    return pdf_file(objects, info=True)
+
+
+def pdf_file(objects: list[str], info: bool = False) -> bytes:
+    """A PDF of these objects (numbered from 1: the first the catalog, the last the Info dictionary when info),
+    with its cross-reference table and trailer."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []
@@ -119,10 +125,9 @@ def pdf(pages: list[str], title: str = "Field Manual") -> bytes:
         out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
     xref = out.tell()
     out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    for offset in offsets:
-        out.write(f"{offset:010d} 00000 n \n".encode())
-    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R /Info {len(objects)} 0 R >>\n"
-              f"startxref\n{xref}\n%%EOF\n".encode())
+    out.write("".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode())
+    trailer = f"/Size {len(objects) + 1} /Root 1 0 R" + (f" /Info {len(objects)} 0 R" if info else "")
+    out.write(f"trailer\n<< {trailer} >>\nstartxref\n{xref}\n%%EOF\n".encode())
     return out.getvalue()
 
 
