@@ -46,8 +46,9 @@ from typing import Any
 
 from bench.lib import cranfield
 from bench.lib.checkout import baseline_tree, tree_python
+from bench.lib.embedding import MODEL
 from bench.lib.machine import machine
-from bench.lib.paths import BENCH, CRANFIELD, MODEL_PYTHON, OUT, ROOT
+from bench.lib.paths import BENCH, CRANFIELD, OUT, ROOT
 from config.loader import settings_from_mapping
 from workers.engine import InProcessEngine
 from workers.run import RunRequest
@@ -72,6 +73,7 @@ class Collection:
     queries: dict[str, str]
     qrels: cranfield.Qrels
     root: str = ""  # the real tree's directory and a slash: its judged ids are the stored paths under it
+    embeddings: dict[str, str] | None = None  # the store's embeddings block (--embed-url): hybrid is ranked too
 
     def docids(self, paths: list[str]) -> list[str]:
         """The judged ids of a ranking's stored paths."""
@@ -80,40 +82,44 @@ class Collection:
         return cranfield.dedupe(Path(p).stem for p in paths)
 
 
-def _index(paths: list[Path], store: Path) -> None:
-    """Index paths into store with this tree's pipeline (lexical only)."""
-    settings = settings_from_mapping({"paths": [str(p) for p in paths], "directory": str(store)})
+def _index(paths: list[Path], store: Path, embeddings: dict[str, str] | None) -> None:
+    """Index paths into store with this tree's pipeline (with vectors when an embeddings block is given)."""
+    settings = settings_from_mapping({"paths": [str(p) for p in paths], "directory": str(store),
+                                      **({"embeddings": embeddings} if embeddings else {})})
     with InProcessEngine(settings) as engine:
         engine.run(RunRequest())
 
 
-def judged_collection(name: str, data: Path, out: Path, fresh: bool) -> Collection:
+def judged_collection(name: str, data: Path, out: Path, fresh: bool,
+                      embeddings: dict[str, str] | None = None) -> Collection:
     """A BEIR-layout collection written as `<id>.md` and indexed (once) under out/name."""
     home = out / name
     if fresh:
         shutil.rmtree(home, ignore_errors=True)
     if not (home / "indexed").exists():
         cranfield.write_corpus(home / "docs", data)
-        _index([home / "docs"], home / "store")
+        _index([home / "docs"], home / "store", embeddings)
         (home / "indexed").write_text("", encoding="utf-8")
     qrels = {q: gains for q, gains in cranfield.load_qrels(data).items() if any(g > 0 for g in gains.values())}
     queries = {q: t for q, t in cranfield.load_queries(data).items() if q in qrels}
-    return Collection(name, home / "store", queries, qrels)
+    return Collection(name, home / "store", queries, qrels, embeddings=embeddings)
 
 
-def realtree_collection(tree: Path, out: Path, fresh: bool, cases: Path) -> Collection:
+def realtree_collection(tree: Path, out: Path, fresh: bool, cases: Path,
+                        embeddings: dict[str, str] | None = None) -> Collection:
     """The real tree's cases over its store (indexed once under out/realtree); judged by each case's page."""
     home = out / REALTREE
     if fresh:
         shutil.rmtree(home, ignore_errors=True)
     if not (home / "indexed").exists():
-        _index([tree.resolve() / p for p in REALTREE_PROJECTS if (tree / p).is_dir()], home / "store")
+        _index([tree.resolve() / p for p in REALTREE_PROJECTS if (tree / p).is_dir()], home / "store", embeddings)
         (home / "indexed").write_text("", encoding="utf-8")
     lines = [json.loads(line) for line in cases.read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.startswith("#")]
     queries = {str(i): case["query"] for i, case in enumerate(lines, start=1)}
     return Collection(REALTREE, home / "store", queries,
-                      {str(i): {case["expect"]: 1} for i, case in enumerate(lines, start=1)}, f"{tree.resolve()}/")
+                      {str(i): {case["expect"]: 1} for i, case in enumerate(lines, start=1)}, f"{tree.resolve()}/",
+                      embeddings)
 
 
 def _documents(collection: Collection, data: Path | None, tree: Path | None) -> Iterator[tuple[str, str]]:
@@ -147,14 +153,21 @@ def fts5_reference(collection: Collection, data: Path | None, tree: Path | None,
 def checkout_rankings(tree: Path, collections: list[Collection], depth: int,
                       variants: list[tuple[str, list[str], dict[str, Any]]], out: Path, label: str) -> dict[str, Any]:
     """The worker's rankings (bench/lib/evalrun.py) with tree's code first on the path."""
-    spec = {"collections": [{"name": c.name, "store": str(c.store), "queries": c.queries} for c in collections],
-            "depth": depth, "variants": variants}
+    spec = {"collections": [{"name": c.name, "store": str(c.store), "queries": c.queries, "embeddings": c.embeddings}
+                            for c in collections],
+            "depth": depth, "variants": variants,
+            "tiers": ["lexical", "hybrid"] if any(c.embeddings for c in collections) else ["lexical"]}
     spec_file, out_file = out / f"spec-{label}-{os.getpid()}.json", out / f"rankings-{label}-{os.getpid()}.json"
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
     command, env = tree_python(tree, str(WORKER), str(spec_file), str(out_file))
     subprocess.run(command, env=env, check=True)
     result: dict[str, Any] = json.loads(out_file.read_text(encoding="utf-8"))
     return result
+
+
+def _embeddings(args: argparse.Namespace) -> dict[str, str] | None:
+    """The stores' embeddings block: the server --embed-url names, serving all-MiniLM-L6-v2; None: lexical."""
+    return {"base_url": args.embed_url, "model": MODEL} if args.embed_url else None
 
 
 def scores(collection: Collection, run: dict[str, list[str]], docids: bool = True) -> dict[str, float]:
@@ -190,10 +203,10 @@ def gather(args: argparse.Namespace) -> tuple[list[Collection], dict[str, tuple[
     for name in JUDGED:
         data = args.eval_dir / name
         if (data / "qrels.tsv").exists() and (chosen is None or name in chosen):
-            collections.append(judged_collection(name, data, args.out, args.fresh))
+            collections.append(judged_collection(name, data, args.out, args.fresh, _embeddings(args)))
             sources[name] = (data, None)
     if args.realtree is not None and (chosen is None or REALTREE in chosen):
-        collections.append(realtree_collection(args.realtree, args.out, args.fresh, args.cases))
+        collections.append(realtree_collection(args.realtree, args.out, args.fresh, args.cases, _embeddings(args)))
         sources[REALTREE] = (None, args.realtree)
     return collections, sources
 
@@ -212,6 +225,26 @@ def means(out: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]
     return mean
 
 
+def _rows(c: Collection, runs: dict[str, Any], variants: list[tuple[str, list[str], dict[str, Any]]],
+          source: tuple[Path | None, Path | None], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """One collection's rows: this tree's lexical (and hybrid), the baseline's, each ablation, plain FTS5."""
+    rows: dict[str, dict[str, Any]] = {}
+    rows["lexical"] = scores(c, runs["this"]["lexical"][c.name]) | ({"against": "baseline"} if args.baseline else {})
+    if args.baseline:
+        rows["baseline"] = scores(c, runs["baseline"]["lexical"][c.name])
+    if "hybrid" in runs["this"]:
+        rows["hybrid"] = scores(c, runs["this"]["hybrid"][c.name]) | (
+            {"against": "baseline hybrid"} if args.baseline else {})
+        if args.baseline:
+            rows["baseline hybrid"] = scores(c, runs["baseline"]["hybrid"][c.name])
+    for label, _, _ in variants[1:]:
+        rows[label] = scores(c, runs["this"][label][c.name]) | {"against": "lexical"}
+    data, tree_dir = source
+    rows["fts5 bm25 (whole documents)"] = scores(c, fts5_reference(c, data, tree_dir, args.depth), False) | {
+        "against": "lexical"}
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build the stores, rank with both checkouts and every ablation, print the table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,7 +261,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="a row with a constant set to a JSON value (query.rank.evidence.DOCUMENT_WEIGHT=0.1)")
     parser.add_argument("--only", default=None, help="comma-separated collections to run (default: all at hand)")
     parser.add_argument("--markdown", action="store_true", help="also print the markdown table")
+    parser.add_argument("--embed-url", default=None,
+                        help="an OpenAI-compatible /v1 serving all-MiniLM-L6-v2 (bench/embed_server.py): the stores "
+                             "get vectors (under OUT/vectors) and hybrid is ranked too, by both checkouts")
     args = parser.parse_args(argv)
+    if args.embed_url:
+        args.out = args.out / "vectors"
     from query.rank.stages import STAGES
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -247,23 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         tree = baseline_tree(args.baseline, args.out)
         runs["baseline"] = checkout_rankings(tree, collections, args.depth, [("lexical", [], {})], args.out, "baseline")
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for c in collections:
-        rows: dict[str, dict[str, Any]] = {}
-        rows["lexical"] = scores(c, runs["this"]["lexical"][c.name]) | (
-            {"against": "baseline"} if args.baseline else {})
-        if args.baseline:
-            rows["baseline"] = scores(c, runs["baseline"]["lexical"][c.name])
-        for label, _, _ in variants[1:]:
-            rows[label] = scores(c, runs["this"][label][c.name]) | {"against": "lexical"}
-        data, tree_dir = sources[c.name]
-        rows["fts5 bm25 (whole documents)"] = scores(c, fts5_reference(c, data, tree_dir, args.depth), False) | {
-            "against": "lexical"}
-        out[c.name] = rows
+    out = {c.name: _rows(c, runs, variants, sources[c.name], args) for c in collections}
     if collections:
         out["mean"] = means(out)
-    tiers = "vector and hybrid: need bench/.venv (bench/setup_model_env.sh); " + (
-        "present, not yet ranked by this command" if MODEL_PYTHON.exists() else "absent here, skipped")
+    tiers = "lexical and hybrid (all-MiniLM-L6-v2)" if args.embed_url else (
+        "lexical; hybrid with --embed-url (bench/embed_server.py under bench/.venv: bench/setup_model_env.sh)")
     result = {"machine": described, "load_at_end": round(os.getloadavg()[0], 2), "depth": args.depth,
               "baseline": args.baseline, "tiers": tiers,
               "seconds": {"index": round(indexed, 1), "total": round(time.monotonic() - started, 1)},

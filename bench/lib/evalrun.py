@@ -67,17 +67,22 @@ def rankings(spec: dict[str, Any]) -> dict[str, dict[str, dict[str, list[str]]]]
 
     print(f"query package from {Path(query.__path__[0]).resolve()}", file=sys.stderr)
     out: dict[str, dict[str, dict[str, list[str]]]] = {}
+    tiers = spec.get("tiers", ["lexical"])
     for label, left_out, constants in spec["variants"]:
-        out[label] = {}
         with _without(left_out), _set(constants):
-            for collection in spec["collections"]:
-                settings = settings_from_mapping({"directory": collection["store"]})
-                runs: dict[str, list[str]] = {}
-                with Reader(settings) as reader:
-                    for qid, text in collection["queries"].items():
-                        hits = search_deep(settings, reader, text, spec["depth"], "lexical").hits
-                        runs[qid] = list(dict.fromkeys(h.path for h in hits))
-                out[label][collection["name"]] = runs
+            for tier in tiers if label == "lexical" else ["lexical"]:  # the ablations rank lexical only
+                key = label if tier == "lexical" else tier
+                out[key] = {}
+                for collection in spec["collections"]:
+                    block = {"directory": collection["store"], **({"embeddings": collection["embeddings"]}
+                                                                   if collection.get("embeddings") else {})}
+                    settings = settings_from_mapping(block)
+                    runs: dict[str, list[str]] = {}
+                    with Reader(settings) as reader:
+                        for qid, text in collection["queries"].items():
+                            hits = search_deep(settings, reader, text, spec["depth"], tier).hits
+                            runs[qid] = list(dict.fromkeys(h.path for h in hits))
+                    out[key][collection["name"]] = runs
         print(f"{label}: done", file=sys.stderr)
     return out
 
